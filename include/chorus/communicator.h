@@ -1,0 +1,104 @@
+// The communicator: a group of ranks and the collectives on raw buffers among them.
+//
+// Counts are numbers of elements (64-bit: more than 2^31 elements work); zero is valid.
+// Every collective must be called by every rank of the communicator in the same order with
+// matching arguments (the engine layer checks that; this layer trusts it). Passing the
+// same pointer as input and output runs in place.
+//
+// Errors: IoError when a peer is gone, TimeoutError when a peer stops answering for
+// `timeout`; after either, the communicator is broken (every later call throws IoError)
+// and this rank's links are closed so that the other ranks fail within seconds too.
+// InvalidArgument for bad arguments (nothing was sent).
+//
+// Thread safety: one thread at a time may call a Communicator's collectives.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/dtype.h"
+#include "chorus/store.h"
+
+namespace chorus {
+
+namespace transport {
+class Mesh;
+}
+
+enum class AllreduceAlgorithm {
+  kAuto,               // chosen by message size and world size (measured crossovers)
+  kRing,               // reduce-scatter + allgather, chunked and pipelined
+  kHalvingDoubling,    // Rabenseifner: recursive halving reduce-scatter + doubling allgather
+  kRecursiveDoubling,  // lg p exchanges of the whole buffer: latency-optimal, tiny messages
+};
+
+// "auto" | "ring" | "halving_doubling" | "recursive_doubling"; InvalidArgument otherwise.
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name);
+const char* allreduce_algorithm_name(AllreduceAlgorithm algo);
+
+struct CommunicatorOptions {
+  std::string transport = "auto";  // auto | tcp | shm  (CHORUS_TRANSPORT)
+  std::string bind_address;        // CHORUS_BIND_ADDRESS; empty: see MeshOptions
+  std::string host_id;             // CHORUS_HOST_ID; empty: detected
+  std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
+  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
+  Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]
+
+  // Defaults overridden by the CHORUS_ variables named above.
+  static CommunicatorOptions from_env();
+};
+
+class Communicator {
+ public:
+  // Collective over `size` ranks that share `store`: connects this rank to every other.
+  // Throws TimeoutError naming missing ranks, AuthError on a wrong secret.
+  static std::unique_ptr<Communicator> create(Store& store, int rank, int size,
+                                              const CommunicatorOptions& options);
+  ~Communicator();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;   // among ranks on this host
+  int local_size() const;
+  int cross_rank() const;   // index of this host
+  int cross_size() const;   // number of hosts
+
+  // recv[i] = op over ranks of send[i], on every rank.
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // recv = concatenation over ranks r of r's `counts[r]` elements. counts.size() == size().
+  void allgatherv(const void* send, void* recv, const std::vector<size_t>& counts,
+                  DataType type);
+  // Every rank contributes `count` elements.
+  void allgather(const void* send, void* recv, size_t count, DataType type);
+  // buffer on every rank becomes root's buffer.
+  void broadcast(void* buffer, size_t count, DataType type, int root);
+  // Reduces send (sum of recv_counts elements, the same on every rank) and leaves block r
+  // (recv_counts[r] elements, at offset sum(recv_counts[0..r))) on rank r, in recv.
+  void reduce_scatter(const void* send, void* recv, const std::vector<size_t>& recv_counts,
+                      DataType type, ReduceOp op);
+  // Block j of send (send_counts[j] elements) goes to rank j; block i of recv comes from
+  // rank i (recv_counts[i] elements). Must agree: my send_counts[j] == j's recv_counts[me].
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DataType type);
+  // alltoallv with count elements to and from every rank.
+  void alltoall(const void* send, void* recv, size_t count_per_rank, DataType type);
+  // Returns once every rank has entered.
+  void barrier();
+
+  // Breaks the communicator (see above). May be called from any thread.
+  void abort() noexcept;
+  bool broken() const;
+
+  const CommunicatorOptions& options() const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,48 @@
+// A Link is a reliable, ordered, full-duplex byte stream to one peer rank. Algorithms in
+// comm/ see only this interface (and Progress, which drives many links at once), never a
+// socket or a shared-memory segment, so a new transport needs no change in the algorithms.
+//
+// Thread safety: a Link is driven by one thread at a time (the communicator's caller);
+// abort() may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace chorus::transport {
+
+class Link {
+ public:
+  explicit Link(int peer) : peer_(peer) {}
+  virtual ~Link() = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  int peer() const { return peer_; }
+
+  // Non-blocking: moves up to n bytes and returns how many moved (0 when it would block).
+  // Throws IoError when the peer closed, died or aborted, or after abort().
+  virtual size_t try_send(const void* data, size_t n) = 0;
+  virtual size_t try_recv(void* data, size_t n) = 0;
+
+  // A descriptor that poll() reports readable/writable when try_recv/try_send can make
+  // progress, or -1 when the link has none and must be polled by calling try_* (shared
+  // memory). Progress sleeps in poll() only when every waiting link has a descriptor.
+  virtual int poll_fd() const = 0;
+
+  // Called by idle waits, at most about once a millisecond; throws IoError when the peer
+  // is known to be gone (a link without a descriptor has no other way to find out).
+  virtual void check_alive() = 0;
+
+  // Breaks the link for good: later calls on both ends throw IoError soon after. Used when
+  // a collective fails so that every other rank stops waiting within seconds.
+  virtual void abort() noexcept = 0;
+
+  // "tcp to rank 3 (10.0.0.2:4431)" — for error messages.
+  virtual std::string describe() const = 0;
+
+ private:
+  int peer_;
+};
+
+}  // namespace chorus::transport

@@ -1,0 +1,73 @@
+// A Mesh is one Link from this rank to every other rank of a group, plus where each rank
+// lives (which ranks share a host). It is built collectively through a Store: each rank
+// publishes its host identity and listening address, then links are made — shared memory
+// between ranks on the same host, TCP otherwise (CHORUS_TRANSPORT overrides).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/store.h"
+#include "transport/link.h"
+
+namespace chorus::transport {
+
+enum class TransportKind { kAuto, kTcp, kShm };
+
+// "auto" | "tcp" | "shm"; InvalidArgument otherwise.
+TransportKind parse_transport_kind(const std::string& name);
+
+struct MeshOptions {
+  TransportKind kind = TransportKind::kAuto;
+  // Address to listen on for peer connections and to publish. Empty: the local address of
+  // the connection to the store (the interface that reaches it), loopback for local jobs.
+  std::string bind_address;
+  // Identity of this host: ranks with equal ids may use shared memory and count as
+  // "local". Empty: hostname + boot id + network namespace (so network namespaces used
+  // as test hosts count as different hosts).
+  std::string host_id;
+  std::chrono::milliseconds timeout{60000};
+  Secret secret;  // authenticates every peer connection
+
+  // Options from CHORUS_TRANSPORT, CHORUS_BIND_ADDRESS, CHORUS_HOST_ID,
+  // CHORUS_TIMEOUT_SECONDS.
+  static MeshOptions from_env();
+};
+
+struct Topology {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;   // index among the ranks on this host, ordered by rank
+  int local_size = 1;   // ranks on this host
+  int cross_rank = 0;   // index of this host among hosts, ordered by their lowest rank
+  int cross_size = 1;   // number of hosts
+  std::vector<int> host_of_rank;  // host index (as cross_rank) of every rank
+};
+
+class Mesh {
+ public:
+  virtual ~Mesh() = default;
+  const Topology& topology() const { return topology_; }
+  int rank() const { return topology_.rank; }
+  int size() const { return topology_.size; }
+  // The link to `peer`. REQUIRES: peer != rank() and 0 <= peer < size().
+  Link& link(int peer) { return *links_[peer]; }
+  // Aborts every link (see Link::abort).
+  void abort() noexcept {
+    for (auto& l : links_)
+      if (l) l->abort();
+  }
+
+ protected:
+  Topology topology_;
+  std::vector<std::unique_ptr<Link>> links_;  // links_[rank()] is null
+};
+
+// Collective over `size` ranks sharing `store` (use a PrefixStore per group/attempt).
+// Throws TimeoutError naming the missing ranks when some do not arrive within
+// options.timeout, AuthError when a peer fails authentication.
+std::unique_ptr<Mesh> connect_mesh(Store& store, int rank, int size, const MeshOptions& options);
+
+}  // namespace chorus::transport

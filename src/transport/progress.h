@@ -1,0 +1,65 @@
+// Progress drives a set of transfers on (possibly different kinds of) links from the calling
+// thread: it moves bytes without blocking and, when nothing moves, waits in the cheapest way
+// the links allow — poll() when every waiting link has a descriptor, otherwise a short spin,
+// then sched_yield, then brief sleeps, checking peer liveness about every millisecond.
+// It never waits past its Deadline: TimeoutError names the operation and the waiting peers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "transport/link.h"
+#include "util/deadline.h"
+
+namespace chorus::transport {
+
+struct Transfer {
+  Link* link = nullptr;
+  bool is_send = false;
+  char* data = nullptr;
+  size_t size = 0;
+  size_t done = 0;
+
+  static Transfer send(Link& link, const void* data, size_t size) {
+    return Transfer{&link, true, static_cast<char*>(const_cast<void*>(data)), size, 0};
+  }
+  static Transfer recv(Link& link, void* data, size_t size) {
+    return Transfer{&link, false, static_cast<char*>(data), size, 0};
+  }
+  bool complete() const { return done == size; }
+};
+
+class Progress {
+ public:
+  // `what` names the operation in error messages, e.g. "allreduce of 1024 float32 (rank 2)".
+  Progress(Deadline deadline, std::string what) : deadline_(deadline), what_(std::move(what)) {}
+
+  // One non-blocking pass over the incomplete transfers. Returns true when any byte moved.
+  // Link errors are rethrown with the operation's name prepended (same exception type).
+  bool poll(Transfer* transfers, size_t n);
+
+  // Called when poll() moved nothing: waits for a chance of progress, following the
+  // backoff above. Throws TimeoutError when the deadline has passed.
+  void idle(Transfer* transfers, size_t n);
+
+  // poll()/idle() until every transfer is complete.
+  void finish(Transfer* transfers, size_t n);
+
+  const Deadline& deadline() const { return deadline_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  void reset_backoff() { idle_rounds_ = 0; }
+  bool all_have_fds(Transfer* transfers, size_t n) const;
+  void wait_fds(Transfer* transfers, size_t n);
+  void check_alive(Transfer* transfers, size_t n);
+  [[noreturn]] void throw_timeout(Transfer* transfers, size_t n) const;
+
+  Deadline deadline_;
+  std::string what_;
+  unsigned idle_rounds_ = 0;
+  Clock::time_point idle_since_{};
+  Clock::time_point last_alive_check_{};
+};
+
+}  // namespace chorus::transport
