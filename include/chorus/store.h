@@ -20,7 +20,7 @@ class Secret {
   Secret() = default;
   explicit Secret(std::string bytes) : bytes_(std::move(bytes)) {}
 
-  // 32 bytes from the OS's random source.
+  // 32 random bytes from the OS, hex-encoded (64 characters) so it fits CHORUS_SECRET.
   static Secret generate();
   // CHORUS_SECRET (the secret itself) or CHORUS_SECRET_FILE (a file readable by its owner
   // only: a file with group/other permissions is refused with InvalidArgument).

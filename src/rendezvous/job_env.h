@@ -1,12 +1,28 @@
 // Where this process sits in a job, read from the environment of whichever launcher
 // started it: chorusrun (CHORUS_*), torchrun (RANK, WORLD_SIZE, LOCAL_RANK, ...,
 // MASTER_ADDR/PORT), OpenMPI (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, ... with the store
-// address given explicitly), or TF_CONFIG. The README's table lists what is read from where
-// and in which order.
+// address given explicitly), or TF_CONFIG. docs/launcher.md (and the README's table) lists
+// what is read from where and in which order.
+//
+// Precedence (the first source whose marker variable is set wins; CHORUS_LAUNCHER=<source>
+// forces one):
+//   1. chorus     CHORUS_RANK            (chorusrun)
+//   2. openmpi    OMPI_COMM_WORLD_RANK   (mpirun, also chorusrun --mpi)
+//   3. torchrun   RANK                   (torchrun / torch.distributed.launch)
+//   4. tf_config  TF_CONFIG
+//   5. slurm      SLURM_PROCID           (last: Slurm variables are set in every step of an
+//                                         allocation, even under another launcher)
+//   6. single     none of the above: rank 0 of 1
+//
+// The store address, whatever the source: CHORUS_STORE_ADDR names a store someone else
+// hosts (chorusrun); MASTER_ADDR + MASTER_PORT (torchrun, or given by hand for
+// OpenMPI/Slurm) and TF_CONFIG's chief name a store that rank 0 hosts.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "chorus/store.h"
 #include "util/net.h"
@@ -18,11 +34,21 @@ struct JobEnv {
   int size = 1;
   int local_rank = -1;  // -1: unknown, the mesh detects it
   int local_size = -1;
+  int cross_rank = -1;  // index of this host among the job's hosts; -1: unknown
+  int cross_size = -1;  // number of hosts; -1: unknown
   std::optional<net::Endpoint> store;  // the rendezvous store's address
   bool rank0_hosts_store = false;      // rank 0 must start the store at `store`
   std::optional<Secret> secret;
   int restart_count = 0;
   std::string source;  // "chorus", "torchrun", "openmpi", "slurm", "tf_config", "single"
+
+  // TF_CONFIG only (empty / -1 otherwise). Ranks are given chief first, then workers, then
+  // ps tasks, so `size` counts every task of the cluster; a ParameterServer strategy uses
+  // `role` to tell servers from workers. An "evaluator" task is a job of its own (rank 0
+  // of 1).
+  std::string role;     // "chief", "worker", "ps", "evaluator"
+  int task_index = -1;  // TF_CONFIG task.index
+  std::map<std::string, std::vector<std::string>> cluster;  // TF_CONFIG cluster, as given
 };
 
 // Throws InvalidArgument with a message naming the variable when something is malformed

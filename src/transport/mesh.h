@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,19 +31,27 @@ struct MeshOptions {
   std::string host_id;
   std::chrono::milliseconds timeout{60000};
   Secret secret;  // authenticates every peer connection
+  // Host of the rendezvous store, used to pick the default bind address (the interface
+  // that reaches it) when ranks are on several hosts. Empty: first interface that is up.
+  std::string store_host;
+  // Bytes per direction of each shared-memory ring (a power of two, 4 KiB .. 1 GiB).
+  size_t shm_ring_bytes = size_t{4} << 20;
+  // SO_SNDBUF/SO_RCVBUF of peer TCP sockets (the kernel caps it at net.core.[rw]mem_max).
+  int tcp_buffer_bytes = 4 << 20;
 
   // Options from CHORUS_TRANSPORT, CHORUS_BIND_ADDRESS, CHORUS_HOST_ID,
-  // CHORUS_TIMEOUT_SECONDS.
+  // CHORUS_TIMEOUT_SECONDS, CHORUS_SHM_RING_BYTES; store_host from the job's store address
+  // (CHORUS_STORE_ADDR, MASTER_ADDR, ...: rendezvous/job_env.h). The secret is not read here.
   static MeshOptions from_env();
 };
 
 struct Topology {
   int rank = 0;
   int size = 1;
-  int local_rank = 0;   // index among the ranks on this host, ordered by rank
-  int local_size = 1;   // ranks on this host
-  int cross_rank = 0;   // index of this host among hosts, ordered by their lowest rank
-  int cross_size = 1;   // number of hosts
+  int local_rank = 0;             // index among the ranks on this host, ordered by rank
+  int local_size = 1;             // ranks on this host
+  int cross_rank = 0;             // index of this host among hosts, ordered by their lowest rank
+  int cross_size = 1;             // number of hosts
   std::vector<int> host_of_rank;  // host index (as cross_rank) of every rank
 };
 

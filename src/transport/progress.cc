@@ -14,7 +14,7 @@
 namespace chorus::transport {
 namespace {
 
-constexpr unsigned kSpinRounds = 4000;          // ~tens of microseconds of pure spinning
+constexpr unsigned kSpinRounds = 4000;  // ~tens of microseconds of pure spinning
 constexpr auto kYieldPhase = std::chrono::milliseconds(2);
 constexpr auto kMaxSleep = std::chrono::microseconds(500);
 constexpr auto kAliveInterval = std::chrono::milliseconds(1);
@@ -106,8 +106,8 @@ void Progress::idle(Transfer* transfers, size_t n) {
   if (waited < kYieldPhase) {
     sched_yield();
   } else {
-    auto sleep = std::min<Clock::duration>(kMaxSleep, (waited - kYieldPhase) / 8 +
-                                                          std::chrono::microseconds(20));
+    auto sleep = std::min<Clock::duration>(
+        kMaxSleep, (waited - kYieldPhase) / 8 + std::chrono::microseconds(20));
     std::this_thread::sleep_for(sleep);
   }
 }

@@ -1,0 +1,54 @@
+// A Link to a rank on the same host through a shared-memory segment (see shm_segment.h):
+// one SPSC ring per direction, so try_send/try_recv are a memcpy plus an atomic or two.
+// A Unix socket to the peer stays open for liveness only: check_alive() sees the peer's
+// end close (exit, crash, SIGKILL) as EOF/POLLHUP. abort() sets the segment's shared
+// 'aborted' flag, which the peer's next try_* notices without any system call.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "transport/link.h"
+#include "transport/shm/shm_ring.h"
+#include "transport/shm/shm_segment.h"
+#include "util/net.h"
+
+namespace chorus::transport {
+
+class ShmLink : public Link {
+ public:
+  // `side` is 0 for the end that created the segment, 1 for the other. `liveness` is the
+  // connected Unix socket to the peer (owned). `rank` is this rank, for messages.
+  ShmLink(int rank, int peer, int side, shm::Segment segment, net::Fd liveness);
+  ~ShmLink() override;
+
+  size_t try_send(const void* data, size_t n) override {
+    if (broken()) throw_broken("send");
+    return writer_.write(data, n);
+  }
+  size_t try_recv(void* data, size_t n) override {
+    if (broken()) throw_broken("receive");
+    return reader_.read(data, n);
+  }
+  int poll_fd() const override { return -1; }
+  void check_alive() override;
+  void abort() noexcept override;
+  std::string describe() const override;
+
+ private:
+  bool broken() const {
+    return locally_aborted_.load(std::memory_order_relaxed) ||
+           segment_.header()->aborted_by.load(std::memory_order_relaxed) != 0;
+  }
+  [[noreturn]] void throw_broken(const char* op) const;
+
+  int rank_;
+  int side_;
+  shm::Segment segment_;
+  net::Fd liveness_;
+  shm::RingWriter writer_;
+  shm::RingReader reader_;
+  std::atomic<bool> locally_aborted_{false};  // abort() may come from any thread
+};
+
+}  // namespace chorus::transport

@@ -1,0 +1,69 @@
+// The shared memory behind one shared-memory link: a header page (magic, ring size, the
+// shared 'aborted' flag, the two rings' counters) followed by one ring per direction.
+//
+// The segment is an anonymous memfd: it has no name anywhere (nothing in /dev/shm), its
+// descriptor is passed to the peer over a Unix socket, and the kernel frees it when the
+// last mapping goes away — also when both processes are SIGKILLed. It is sealed against
+// shrinking so that a peer cannot make our accesses fault (SIGBUS).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/shm/shm_ring.h"
+#include "util/net.h"
+
+namespace chorus::transport::shm {
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t ring_bytes;
+  // 0 while healthy; 1 + side of the end that called abort().
+  alignas(kCacheLine) std::atomic<uint32_t> aborted_by;
+  RingCounters rings[2];  // rings[s] carries bytes from side s to side 1 - s
+};
+
+constexpr uint64_t kSegmentMagic = 0x67655373756f6863ull;  // "chorusSeg"
+constexpr uint32_t kSegmentVersion = 1;
+constexpr size_t kHeaderBytes = 4096;
+static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "header must fit its page");
+
+// Ring sizes accepted from a peer: powers of two in [4 KiB, 1 GiB].
+bool valid_ring_bytes(uint64_t ring_bytes);
+
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment();
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // Creates, sizes, seals and maps a new segment; `fd` receives its descriptor (to pass to
+  // the peer; close it once the peer has it). Throws IoError when memory is short.
+  static Segment create(uint64_t ring_bytes, net::Fd& fd);
+  // Maps a segment received from a peer after checking its size, seals and header.
+  // Throws AuthError when it is not a well-formed chorus segment of ring_bytes.
+  static Segment map_existing(int fd, uint64_t ring_bytes);
+
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
+  char* ring_data(int side) const {
+    return static_cast<char*>(base_) + kHeaderBytes + static_cast<size_t>(side) * ring_bytes_;
+  }
+  uint64_t ring_bytes() const { return ring_bytes_; }
+
+ private:
+  Segment(void* base, size_t size, uint64_t ring_bytes)
+      : base_(base), size_(size), ring_bytes_(ring_bytes) {}
+  void unmap();
+
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  uint64_t ring_bytes_ = 0;
+};
+
+}  // namespace chorus::transport::shm

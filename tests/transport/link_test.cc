@@ -1,0 +1,206 @@
+// Links without a store: shared-memory and TCP links on socketpairs, the ring's wrap-around,
+// abort and liveness, plus the mesh's pure helpers (topology, hello, options).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "chorus/error.h"
+#include "mesh_harness.h"
+#include "transport/handshake.h"
+#include "transport/shm/shm_link.h"
+#include "transport/tcp/tcp_link.h"
+#include "transport/topology.h"
+
+namespace chorus::transport {
+namespace {
+
+using testing::payload;
+
+struct LinkPair {
+  std::unique_ptr<Link> a, b;
+};
+
+LinkPair make_shm_pair(uint64_t ring_bytes) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  net::Fd memfd;
+  shm::Segment mine = shm::Segment::create(ring_bytes, memfd);
+  shm::Segment theirs = shm::Segment::map_existing(memfd.get(), ring_bytes);
+  return {std::make_unique<ShmLink>(0, 1, 0, std::move(mine), net::Fd(sv[0])),
+          std::make_unique<ShmLink>(1, 0, 1, std::move(theirs), net::Fd(sv[1]))};
+}
+
+LinkPair make_tcp_pair() {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  return {std::make_unique<TcpLink>(1, net::Fd(sv[0]), "socketpair"),
+          std::make_unique<TcpLink>(0, net::Fd(sv[1]), "socketpair")};
+}
+
+// Sends `n` bytes a -> b and b -> a at once from two threads; checks both arrive intact.
+void exchange(Link& a, Link& b, size_t n) {
+  auto run = [n](Link& link, int me) {
+    std::vector<char> out = payload(me, 1 - me, n), in(n);
+    Transfer t[2] = {Transfer::send(link, out.data(), n), Transfer::recv(link, in.data(), n)};
+    Progress(Deadline::after(std::chrono::seconds(20)), "exchange").finish(t, 2);
+    EXPECT_TRUE(in == payload(1 - me, me, n)) << "corrupt message of " << n << " bytes";
+  };
+  std::thread other([&] { run(b, 1); });
+  run(a, 0);
+  other.join();
+}
+
+TEST(ShmLink, MovesMessagesSmallerAndLargerThanTheRing) {
+  LinkPair p = make_shm_pair(4096);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4095}, size_t{4096}, size_t{4097},
+                   size_t{100003}}) {
+    exchange(*p.a, *p.b, n);
+  }
+  EXPECT_EQ(p.a->describe(), "shm to rank 1 (same host)");
+  EXPECT_EQ(p.a->poll_fd(), -1);
+}
+
+TEST(ShmLink, WrapsAroundWithUnevenChunks) {
+  LinkPair p = make_shm_pair(4096);
+  std::vector<char> out = payload(0, 1, 1 << 16), in(out.size());
+  size_t sent = 0, got = 0, step = 1;
+  while (got < out.size()) {  // single thread: interleave odd-sized writes and reads
+    sent += p.a->try_send(out.data() + sent, std::min(out.size() - sent, step * 37 % 3001));
+    got += p.b->try_recv(in.data() + got, std::min(in.size() - got, step * 53 % 2999 + 1));
+    ++step;
+  }
+  EXPECT_EQ(in, out);
+  char c;
+  EXPECT_EQ(p.b->try_recv(&c, 1), 0u);
+}
+
+TEST(ShmLink, FullRingAcceptsNothingMore) {
+  LinkPair p = make_shm_pair(4096);
+  std::vector<char> big(10000, 'x');
+  EXPECT_EQ(p.a->try_send(big.data(), big.size()), 4096u);
+  EXPECT_EQ(p.a->try_send(big.data(), 1), 0u);
+}
+
+TEST(ShmLink, AbortBreaksBothEnds) {
+  LinkPair p = make_shm_pair(4096);
+  char c = 1;
+  p.a->abort();
+  EXPECT_THROW(p.a->try_send(&c, 1), IoError);
+  try {
+    p.b->try_recv(&c, 1);
+    FAIL() << "receive after the peer aborted did not throw";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("peer aborted"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(p.b->check_alive(), IoError);
+}
+
+TEST(ShmLink, ClosedPeerIsSeenByCheckAlive) {
+  LinkPair p = make_shm_pair(4096);
+  EXPECT_NO_THROW(p.a->check_alive());
+  p.b.reset();
+  EXPECT_THROW(p.a->check_alive(), IoError);
+}
+
+TEST(ShmSegment, RejectsMalformedSegments) {
+  net::Fd memfd;
+  shm::Segment s = shm::Segment::create(8192, memfd);
+  EXPECT_THROW(shm::Segment::map_existing(memfd.get(), 4096), AuthError);   // wrong size
+  EXPECT_THROW(shm::Segment::map_existing(memfd.get(), 12288), AuthError);  // not a power of 2
+  EXPECT_THROW(shm::Segment::create(1000, memfd), InvalidArgument);
+  EXPECT_FALSE(shm::valid_ring_bytes(uint64_t{1} << 31));
+}
+
+TEST(TcpLink, ExchangesAndFailsWhenThePeerGoes) {
+  LinkPair p = make_tcp_pair();
+  exchange(*p.a, *p.b, 0);
+  exchange(*p.a, *p.b, 3 << 20);
+  p.b->abort();
+  char c;
+  EXPECT_THROW(
+      {
+        for (int i = 0; i < 1000; ++i) p.a->try_recv(&c, 1);
+      },
+      IoError);
+  EXPECT_EQ(p.a->describe(), "tcp to rank 1 (socketpair)");
+}
+
+TEST(Topology, NumbersHostsByLowestRank) {
+  std::vector<std::string> hosts = {"b", "a", "b", "c", "a"};
+  Topology t2 = compute_topology(2, hosts);
+  EXPECT_EQ(t2.local_rank, 1);
+  EXPECT_EQ(t2.local_size, 2);
+  EXPECT_EQ(t2.cross_rank, 0);
+  EXPECT_EQ(t2.cross_size, 3);
+  EXPECT_EQ(t2.host_of_rank, (std::vector<int>{0, 1, 0, 2, 1}));
+  Topology t4 = compute_topology(4, hosts);
+  EXPECT_EQ(t4.local_rank, 1);
+  EXPECT_EQ(t4.cross_rank, 1);
+  Topology t3 = compute_topology(3, hosts);
+  EXPECT_EQ(t3.local_rank, 0);
+  EXPECT_EQ(t3.local_size, 1);
+  EXPECT_EQ(t3.cross_rank, 2);
+}
+
+TEST(Topology, DefaultHostIdNamesTheNetworkNamespace) {
+  std::string id = default_host_id();
+  EXPECT_NE(id.find("net:["), std::string::npos) << id;
+  EXPECT_EQ(id, default_host_id());
+  EXPECT_FALSE(detect_local_address("").empty());
+  EXPECT_EQ(detect_local_address("127.0.0.1"), "127.0.0.1");
+}
+
+TEST(Handshake, HelloRoundTripsAndRejectsGarbage) {
+  Hello h;
+  h.kind = LinkKind::kShm;
+  h.from_rank = 3;
+  h.to_rank = 70000;
+  h.size = 70001;
+  h.ring_bytes = uint64_t{1} << 33;
+  h.group = random_token();
+  h.token = random_token();
+  uint8_t wire[Hello::kWireBytes];
+  h.encode(wire);
+  Hello back;
+  ASSERT_TRUE(back.decode(wire));
+  EXPECT_EQ(back.kind, h.kind);
+  EXPECT_EQ(back.to_rank, 70000u);
+  EXPECT_EQ(back.ring_bytes, h.ring_bytes);
+  EXPECT_EQ(back.group, h.group);
+  EXPECT_EQ(back.token, h.token);
+  wire[0] ^= 1;
+  EXPECT_FALSE(back.decode(wire));
+  Token t;
+  EXPECT_TRUE(parse_token_hex(token_hex(h.token), t));
+  EXPECT_EQ(t, h.token);
+  EXPECT_FALSE(parse_token_hex("zz", t));
+}
+
+TEST(MeshOptions, ParsesKindsAndEnvironment) {
+  EXPECT_EQ(parse_transport_kind("shm"), TransportKind::kShm);
+  EXPECT_THROW(parse_transport_kind("carrier-pigeon"), InvalidArgument);
+  setenv("CHORUS_TRANSPORT", "tcp", 1);
+  setenv("CHORUS_HOST_ID", "node7", 1);
+  setenv("CHORUS_BIND_ADDRESS", "10.1.2.3", 1);
+  setenv("CHORUS_TIMEOUT_SECONDS", "1.5", 1);
+  MeshOptions o = MeshOptions::from_env();
+  EXPECT_EQ(o.kind, TransportKind::kTcp);
+  EXPECT_EQ(o.host_id, "node7");
+  EXPECT_EQ(o.bind_address, "10.1.2.3");
+  EXPECT_EQ(o.timeout.count(), 1500);
+  setenv("CHORUS_STORE_ADDR", "127.0.0.9:29500", 1);
+  EXPECT_EQ(MeshOptions::from_env().store_host, "127.0.0.9");
+  unsetenv("CHORUS_STORE_ADDR");
+  setenv("CHORUS_TRANSPORT", "nope", 1);
+  EXPECT_THROW(MeshOptions::from_env(), InvalidArgument);
+  for (const char* v :
+       {"CHORUS_TRANSPORT", "CHORUS_HOST_ID", "CHORUS_BIND_ADDRESS", "CHORUS_TIMEOUT_SECONDS"}) {
+    unsetenv(v);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::transport

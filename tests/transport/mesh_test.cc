@@ -1,0 +1,205 @@
+// Meshes with ranks as threads of one process over a real TcpStoreServer: every transport
+// and world size, all-pairs exchanges, topology with forced host ids, and setup failures
+// (missing rank, wrong secret, stray connections, shm forced across hosts).
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "chorus/error.h"
+#include "mesh_harness.h"
+#include "rendezvous/auth.h"
+#include "transport/handshake.h"
+#include "util/net.h"
+
+namespace chorus::transport {
+namespace {
+
+using testing::exchange_all_pairs;
+using testing::options;
+using testing::run_ranks;
+using testing::TestStore;
+using testing::what;
+
+const char* kind_name(TransportKind k) {
+  return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
+}
+
+class MeshAllPairs : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+
+TEST_P(MeshAllPairs, ExchangesRandomBytesBetweenEveryPair) {
+  auto [kind, size] = GetParam();
+  TestStore store;
+  std::vector<size_t> sizes = {0, 1, 7, (size_t{4} << 20) + 3};  // the last exceeds a ring
+  auto errors = run_ranks(size, [&](int rank) {
+    auto client = store.client("mesh/");
+    auto mesh = connect_mesh(*client, rank, size, options(kind, store.secret()));
+    ASSERT_EQ(mesh->rank(), rank);
+    ASSERT_EQ(mesh->size(), size);
+    EXPECT_EQ(mesh->topology().local_size, size);
+    EXPECT_EQ(mesh->topology().cross_size, 1);
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      std::string expect = kind == TransportKind::kTcp ? "tcp to rank " : "shm to rank ";
+      EXPECT_EQ(mesh->link(p).describe().rfind(expect + std::to_string(p), 0), 0u)
+          << mesh->link(p).describe();
+      EXPECT_EQ(mesh->link(p).peer(), p);
+    }
+    for (size_t n : sizes) EXPECT_EQ(exchange_all_pairs(*mesh, n), 0) << n << " bytes";
+  });
+  for (int r = 0; r < size; ++r) EXPECT_FALSE(errors[r]) << "rank " << r << ": " << what(errors[r]);
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::tuple<TransportKind, int>>& info) {
+  return std::string(kind_name(std::get<0>(info.param))) + "_" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndSizes, MeshAllPairs,
+                         ::testing::Combine(::testing::Values(TransportKind::kTcp,
+                                                              TransportKind::kShm),
+                                            ::testing::Range(1, 9)),
+                         param_name);
+// On one host auto means shm; a couple of sizes check that it is so.
+INSTANTIATE_TEST_SUITE_P(Auto, MeshAllPairs,
+                         ::testing::Combine(::testing::Values(TransportKind::kAuto),
+                                            ::testing::Values(1, 3)),
+                         param_name);
+
+TEST(Mesh, ForcedHostIdsGiveTopologyAndLinkKinds) {
+  TestStore store;
+  // Ranks 0 and 2 on host "A", 1 and 3 on host "B".
+  std::vector<Topology> topo(4);
+  auto errors = run_ranks(4, [&](int rank) {
+    auto client = store.client("topo/");
+    MeshOptions o = options(TransportKind::kAuto, store.secret());
+    o.host_id = rank % 2 == 0 ? "A" : "B";
+    auto mesh = connect_mesh(*client, rank, 4, o);
+    topo[rank] = mesh->topology();
+    for (int p = 0; p < 4; ++p) {
+      if (p == rank) continue;
+      const char* expect = p % 2 == rank % 2 ? "shm" : "tcp";
+      EXPECT_EQ(mesh->link(p).describe().substr(0, 3), expect) << rank << "->" << p;
+    }
+    EXPECT_EQ(exchange_all_pairs(*mesh, 12345), 0);
+  });
+  for (int r = 0; r < 4; ++r) ASSERT_FALSE(errors[r]) << "rank " << r << ": " << what(errors[r]);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(topo[r].local_rank, r / 2);
+    EXPECT_EQ(topo[r].local_size, 2);
+    EXPECT_EQ(topo[r].cross_rank, r % 2);
+    EXPECT_EQ(topo[r].cross_size, 2);
+    EXPECT_EQ(topo[r].host_of_rank, (std::vector<int>{0, 1, 0, 1}));
+  }
+}
+
+TEST(Mesh, ShmForcedAcrossHostsIsInvalidOnEveryRank) {
+  TestStore store;
+  auto errors = run_ranks(2, [&](int rank) {
+    auto client = store.client("x/");
+    MeshOptions o = options(TransportKind::kShm, store.secret(), std::chrono::seconds(5));
+    o.host_id = rank == 0 ? "A" : "B";
+    connect_mesh(*client, rank, 2, o);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]);
+    EXPECT_THROW(std::rethrow_exception(errors[r]), InvalidArgument);
+    EXPECT_NE(what(errors[r]).find("different hosts"), std::string::npos) << what(errors[r]);
+  }
+}
+
+TEST(Mesh, MissingRankIsATimeoutNamingIt) {
+  TestStore store;
+  auto start = Clock::now();
+  auto errors = run_ranks(2, [&](int rank) {  // rank 2 of 3 never comes
+    auto client = store.client("missing/");
+    connect_mesh(*client, rank, 3,
+                 options(TransportKind::kAuto, store.secret(), std::chrono::milliseconds(700)));
+  });
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]);
+    EXPECT_THROW(std::rethrow_exception(errors[r]), TimeoutError);
+    EXPECT_NE(what(errors[r]).find("ranks [2]"), std::string::npos) << what(errors[r]);
+  }
+}
+
+class MeshWrongSecret : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(MeshWrongSecret, IsAnAuthError) {
+  TestStore store;
+  auto errors = run_ranks(2, [&](int rank) {
+    auto client = store.client("secret/");
+    MeshOptions o = options(GetParam(), store.secret(), std::chrono::seconds(1));
+    if (rank == 1) o.secret = Secret::generate();
+    connect_mesh(*client, rank, 2, o);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r << " connected despite a wrong secret";
+    EXPECT_THROW(std::rethrow_exception(errors[r]), AuthError) << what(errors[r]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, MeshWrongSecret,
+                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return std::string(kind_name(info.param)); });
+
+// Garbage, and an authenticated connection claiming another group, reach rank 1's listener
+// while the mesh forms: both are dropped and the mesh still forms.
+TEST(Mesh, StrayConnectionsAreRejected) {
+  TestStore store;
+  auto errors = run_ranks(3, [&](int rank) {
+    auto client = store.client("stray/");
+    if (rank == 2) {  // the stray
+      auto fields = client->get("transport/addr/1", std::chrono::seconds(10));
+      std::string addr = fields.substr(4, fields.find('\n') - 4);
+      auto deadline = Deadline::after(std::chrono::seconds(5));
+      net::Fd junk = net::connect_tcp(net::Endpoint::parse(addr), deadline);
+      net::send_all(junk.get(), "GET / HTTP/1.0\r\n\r\n", 18, deadline, "junk");
+      net::Fd liar = net::connect_tcp(net::Endpoint::parse(addr), deadline);
+      rendezvous::authenticate_client(liar.get(), store.secret(), "peer", deadline);
+      Hello h;
+      h.kind = LinkKind::kTcp;
+      h.from_rank = 0;
+      h.to_rank = 1;
+      h.size = 2;
+      h.group = random_token();
+      uint8_t wire[Hello::kWireBytes];
+      h.encode(wire);
+      net::send_all(liar.get(), wire, sizeof(wire), deadline, "hello");
+      uint8_t reply[kReplyBytes];
+      net::recv_all(liar.get(), reply, sizeof(reply), deadline, "reply");
+      HelloStatus status;
+      ASSERT_TRUE(decode_reply(reply, status));
+      EXPECT_EQ(status, HelloStatus::kWrongGroup);
+      return;
+    }
+    auto mesh = connect_mesh(*client, rank, 2, options(TransportKind::kTcp, store.secret()));
+    EXPECT_EQ(exchange_all_pairs(*mesh, 1000), 0);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(errors[r]) << "rank " << r << ": " << what(errors[r]);
+}
+
+TEST(Mesh, AbortWakesTheOtherRank) {
+  TestStore store;
+  for (TransportKind kind : {TransportKind::kTcp, TransportKind::kShm}) {
+    auto errors = run_ranks(2, [&](int rank) {
+      auto client = store.client(std::string("abort-") + kind_name(kind) + "/");
+      auto mesh = connect_mesh(*client, rank, 2, options(kind, store.secret()));
+      if (rank == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        mesh->abort();
+        return;
+      }
+      std::vector<char> buf(1 << 20);
+      Transfer t = Transfer::recv(mesh->link(0), buf.data(), buf.size());
+      auto start = Clock::now();
+      EXPECT_THROW(Progress(Deadline::after(std::chrono::seconds(20)), "recv").finish(&t, 1),
+                   IoError);
+      EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::transport

@@ -1,0 +1,236 @@
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "util/net.h"
+
+extern char** environ;
+
+namespace chorus::run {
+namespace {
+
+std::string working_directory() {
+  char buf[4096];
+  if (!::getcwd(buf, sizeof(buf))) throw UsageError("cannot read the working directory");
+  return buf;
+}
+
+// The local address the kernel would use to reach `host` (no packet is sent).
+std::string route_address_to(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* list = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &list) != 0 || !list) {
+    throw UsageError("unknown host '" + host + "'");
+  }
+  net::Fd fd(::socket(list->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  bool ok = fd.valid() && ::connect(fd.get(), list->ai_addr, list->ai_addrlen) == 0;
+  ::freeaddrinfo(list);
+  if (!ok) throw UsageError("no route to host '" + host + "' (use --store-address)");
+  return net::local_address(fd.get());
+}
+
+EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
+  net::Endpoint store{plan.store_host, plan.store_port};
+  return {
+      {"CHORUS_RANK", std::to_string(p.rank)},
+      {"CHORUS_SIZE", std::to_string(plan.options.np)},
+      {"CHORUS_LOCAL_RANK", std::to_string(p.local_rank)},
+      {"CHORUS_LOCAL_SIZE", std::to_string(p.local_size)},
+      {"CHORUS_CROSS_RANK", std::to_string(p.cross_rank)},
+      {"CHORUS_CROSS_SIZE", std::to_string(p.cross_size)},
+      {"CHORUS_STORE_ADDR", store.to_string()},
+      {"CHORUS_RESTART_COUNT", std::to_string(restart)},
+      {"CHORUS_HOST_ID", p.host},
+  };
+}
+
+// -x NAME=VALUE, or -x NAME taking the launcher's value (skipped when unset).
+EnvVars exported_vars(const Options& options) {
+  EnvVars out;
+  for (const std::string& e : options.exports) {
+    auto eq = e.find('=');
+    if (eq != std::string::npos) {
+      out.emplace_back(e.substr(0, eq), e.substr(eq + 1));
+    } else if (const char* v = std::getenv(e.c_str())) {
+      out.emplace_back(e, v);
+    }
+  }
+  return out;
+}
+
+// What a remote rank gets: its own variables, the launcher's CHORUS_ tunables, and -x.
+EnvVars remote_vars(const JobPlan& plan, const Placement& p, int restart) {
+  EnvVars vars = rank_vars(plan, p, restart);
+  std::set<std::string> taken;
+  for (const auto& kv : vars) taken.insert(kv.first);
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("CHORUS_", 0) != 0 || name.rfind("CHORUS_SECRET", 0) == 0) continue;
+    if (taken.insert(name).second) vars.emplace_back(name, entry.substr(name.size() + 1));
+  }
+  for (auto& kv : exported_vars(plan.options)) vars.push_back(kv);
+  return vars;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t start = 0;
+  while ((start = text.find_first_not_of(' ', start)) != std::string::npos) {
+    size_t end = text.find(' ', start);
+    words.push_back(text.substr(start, end - start));
+    start = end;
+  }
+  return words;
+}
+
+SpawnSpec local_spec(const JobPlan& plan, const Placement& p, int restart) {
+  EnvVars vars = rank_vars(plan, p, restart);
+  for (auto& kv : exported_vars(plan.options)) vars.push_back(kv);
+  vars.emplace_back("CHORUS_SECRET_FILE", plan.secret_file);
+  SpawnSpec spec;
+  spec.argv = plan.options.program;
+  spec.argv[0] = plan.program;
+  spec.env = inherited_env(vars);
+  return spec;
+}
+
+SpawnSpec remote_spec(const JobPlan& plan, const Placement& p, int restart) {
+  std::vector<std::string> program = plan.options.program;
+  program[0] = plan.program;
+  SpawnSpec spec;
+  spec.argv = split_words(plan.options.rsh);
+  spec.argv[0] = resolve_program(spec.argv[0]);
+  for (const char* o : {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", p.host.c_str()}) {
+    spec.argv.push_back(o);
+  }
+  spec.argv.push_back("sh -c " + shell_quote(remote_script(plan.cwd, remote_vars(plan, p, restart), program)));
+  spec.env = inherited_env({});
+  // The secret travels on ssh's stdin (length, newline, bytes), never on a command line.
+  spec.stdin_data = std::to_string(plan.secret.bytes().size()) + "\n" + plan.secret.bytes();
+  spec.control_pipe = true;
+  return spec;
+}
+
+SpawnSpec mpirun_spec(const JobPlan& plan, int restart) {
+  const Options& o = plan.options;
+  SpawnSpec spec;
+  spec.argv = {resolve_program("mpirun"), "--tag-output"};
+  if (::geteuid() == 0) spec.argv.push_back("--allow-run-as-root");
+  if (o.oversubscribe || o.host_list.empty()) spec.argv.push_back("--oversubscribe");
+  spec.argv.insert(spec.argv.end(), {"-np", std::to_string(o.np)});
+  if (!o.host_list.empty()) spec.argv.insert(spec.argv.end(), {"-H", o.host_list});
+  if (!o.hostfile.empty()) spec.argv.insert(spec.argv.end(), {"--hostfile", o.hostfile});
+  EnvVars vars = {{"CHORUS_STORE_ADDR", net::Endpoint{plan.store_host, plan.store_port}.to_string()},
+                  {"CHORUS_RESTART_COUNT", std::to_string(restart)}};
+  // mpirun carries -x variables to its daemons itself; a multi-host job cannot use our file.
+  if (plan.multi_host) {
+    vars.emplace_back("CHORUS_SECRET", plan.secret.bytes());
+  } else {
+    vars.emplace_back("CHORUS_SECRET_FILE", plan.secret_file);
+  }
+  for (auto& kv : exported_vars(o)) vars.push_back(kv);
+  for (const auto& kv : vars) spec.argv.insert(spec.argv.end(), {"-x", kv.first});
+  spec.argv.push_back(plan.program);
+  spec.argv.insert(spec.argv.end(), o.program.begin() + 1, o.program.end());
+  spec.env = inherited_env(vars);
+  return spec;
+}
+
+void add_relays(const JobPlan& plan, const std::string& label,
+                std::vector<std::unique_ptr<LineRelay>>& relays) {
+  if (plan.options.output_dir.empty()) {
+    relays.push_back(std::make_unique<LineRelay>(label, 1));
+    relays.push_back(std::make_unique<LineRelay>(label, 2));
+    return;
+  }
+  std::string path = plan.options.output_dir + "/rank." + label + ".log";
+  relays.push_back(std::make_unique<LineRelay>(label, -1, path));
+  relays.push_back(std::make_unique<LineRelay>(label, -1, path));
+}
+
+}  // namespace
+
+JobPlan make_plan(const Options& options) {
+  JobPlan plan;
+  plan.options = options;
+  if (!options.host_list.empty()) {
+    plan.hosts = parse_host_list(options.host_list);
+  } else if (!options.hostfile.empty()) {
+    plan.hosts = read_hostfile(options.hostfile);
+  } else {
+    plan.hosts = {{"localhost", options.np}};
+  }
+  for (const HostSlots& h : plan.hosts) {
+    if (!is_local_host(h.host)) check_resolves(h.host);
+  }
+  plan.placements = place_ranks(plan.hosts, options.np, options.oversubscribe);
+  for (const Placement& p : plan.placements) plan.multi_host = plan.multi_host || !p.local;
+  plan.program = resolve_program(options.program[0]);
+  if (plan.multi_host && !options.mpi) resolve_program(split_words(options.rsh).at(0));
+  if (options.mpi) resolve_program("mpirun");
+  plan.cwd = working_directory();
+  if (!options.output_dir.empty() && ::access(options.output_dir.c_str(), W_OK) != 0) {
+    throw UsageError("--output-dir '" + options.output_dir + "' is not a writable directory");
+  }
+  return plan;
+}
+
+std::string store_bind_host(const JobPlan& plan) {
+  if (!plan.options.store_address.empty()) return plan.options.store_address;
+  if (!plan.multi_host) return "127.0.0.1";
+  for (const Placement& p : plan.placements) {
+    if (!p.local) return route_address_to(p.host);
+  }
+  return "127.0.0.1";
+}
+
+void prepare_secret(JobPlan& plan, const std::string& private_dir) {
+  std::optional<Secret> given;
+  try {
+    given = Secret::from_env();
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+  if (!given && plan.multi_host) {
+    throw UsageError("a multi-host job needs a shared secret: set CHORUS_SECRET or "
+                     "CHORUS_SECRET_FILE (a file of mode 0600) before starting chorusrun");
+  }
+  plan.secret = given ? *given : Secret::generate();
+  plan.secret_file = private_dir + "/secret";
+  plan.secret.write_file(plan.secret_file);
+}
+
+std::vector<Child> start_attempt(const JobPlan& plan, int restart,
+                                 std::vector<std::unique_ptr<LineRelay>>& relays) {
+  std::vector<Child> children;
+  if (plan.options.mpi) {
+    SpawnSpec spec = mpirun_spec(plan, restart);
+    children.push_back(spawn(spec));
+    children.back().label = "mpirun";
+    children.back().host = "localhost";
+    relays.push_back(std::make_unique<LineRelay>("", 1));
+    relays.push_back(std::make_unique<LineRelay>("", 2));
+    return children;
+  }
+  for (const Placement& p : plan.placements) {
+    SpawnSpec spec = p.local ? local_spec(plan, p, restart) : remote_spec(plan, p, restart);
+    add_relays(plan, std::to_string(p.rank), relays);
+    children.push_back(spawn(spec));
+    Child& c = children.back();
+    c.label = std::to_string(p.rank);
+    c.host = p.host;
+    c.remote = !p.local;
+  }
+  return children;
+}
+
+}  // namespace chorus::run

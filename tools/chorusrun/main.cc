@@ -1,0 +1,148 @@
+// chorusrun: starts every rank of a job, relays their output, stops them all when one fails
+// or when chorusrun is interrupted, and restarts the group on request. See docs/launcher.md.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "chorus/error.h"
+#include "chorus/store.h"
+#include "launch.h"
+#include "options.h"
+#include "supervise.h"
+#include "util/net.h"
+
+namespace chorus::run {
+namespace {
+
+void say(const std::string& message) {
+  std::string line = "chorusrun: " + message + "\n";
+  write_fully(2, line.data(), line.size());
+}
+
+// A directory only this user can enter, for the local copy of the secret; removed on exit.
+class PrivateDir {
+ public:
+  PrivateDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/chorusrun.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) throw UsageError("cannot create a private directory in " + pattern);
+    path_ = buf.data();
+  }
+  ~PrivateDir() {
+    ::unlink((path_ + "/secret").c_str());
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// --store-address "host" or "host:port" / "[v6]:port".
+net::Endpoint store_endpoint(const std::string& text) {
+  bool has_port = text[0] == '[' || std::count(text.begin(), text.end(), ':') == 1;
+  if (!has_port) return net::Endpoint{text, 0};
+  try {
+    return net::Endpoint::parse(text);
+  } catch (const InvalidArgument& e) {
+    throw UsageError(std::string("--store-address: ") + e.what());
+  }
+}
+
+std::vector<int> missing_ranks(Store& store, int restart, int np) {
+  std::vector<int> missing;
+  for (int r = 0; r < np; ++r) {
+    // The convention of chorus::Job (src/comm/job.cc): set once connected to the store.
+    std::string key = "chorus/joined/" + std::to_string(restart) + "/" + std::to_string(r);
+    if (!store.check({key})) missing.push_back(r);
+  }
+  return missing;
+}
+
+void show_plan(const JobPlan& plan, int restart) {
+  say("attempt " + std::to_string(restart) + ": store at " +
+      net::Endpoint{plan.store_host, plan.store_port}.to_string() +
+      (plan.options.mpi ? ", starting mpirun" : ""));
+  if (plan.options.mpi) return;
+  for (const Placement& p : plan.placements) {
+    say("rank " + std::to_string(p.rank) + " on " + p.host + (p.local ? " (local)" : " (" + plan.options.rsh + ")") +
+        " local " + std::to_string(p.local_rank) + "/" + std::to_string(p.local_size) + " host " +
+        std::to_string(p.cross_rank) + "/" + std::to_string(p.cross_size) + ": " + plan.program);
+  }
+}
+
+int run_attempts(JobPlan& plan, Store* store) {
+  const Options& o = plan.options;
+  for (int restart = 0;; ++restart) {
+    if (o.verbose) show_plan(plan, restart);
+    std::vector<std::unique_ptr<LineRelay>> relays;
+    std::vector<Child> children = start_attempt(plan, restart, relays);
+    SuperviseOptions so;
+    so.grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
+    so.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.start_timeout * 1000));
+    so.verbose = o.verbose;
+    if (store) so.missing_ranks = [store, restart, &o] { return missing_ranks(*store, restart, o.np); };
+    AttemptResult result = Supervisor(std::move(children), std::move(relays), so).run();
+    if (result.success) return 0;
+    if (result.interrupted_by != 0) {
+      say("stopped every rank (" + result.failure + ")");
+      return result.exit_code;
+    }
+    if (restart >= o.max_restarts) {
+      say("job failed: " + result.failure);
+      return result.exit_code != 0 ? result.exit_code : 1;
+    }
+    say("restarting the job (restart " + std::to_string(restart + 1) + " of " +
+        std::to_string(o.max_restarts) + ") after: " + result.failure);
+  }
+}
+
+int run_job(const Options& options) {
+  install_signal_handlers();
+  JobPlan plan = make_plan(options);
+  PrivateDir dir;
+  prepare_secret(plan, dir.path());
+  net::Endpoint bind = store_endpoint(store_bind_host(plan));
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = std::make_unique<TcpStoreServer>(bind.host, bind.port, plan.secret);
+  } catch (const Error& e) {
+    throw UsageError("cannot start the rendezvous store on " + bind.host + ": " + e.what());
+  }
+  plan.store_host = bind.host;
+  plan.store_port = server->port();
+  std::unique_ptr<TcpStoreClient> client;
+  if (options.start_timeout > 0) {
+    client = std::make_unique<TcpStoreClient>(bind.host, plan.store_port, plan.secret,
+                                              std::chrono::seconds(10));
+  }
+  return run_attempts(plan, client.get());
+}
+
+}  // namespace
+}  // namespace chorus::run
+
+int main(int argc, char** argv) {
+  using namespace chorus::run;
+  try {
+    return run_job(parse_options(argc, argv));
+  } catch (const UsageError& e) {
+    if (e.what()[0] == '\0') {
+      std::fputs(usage_text(), stdout);
+      return 0;
+    }
+    say(e.what());
+    std::fputs("Try 'chorusrun --help'.\n", stderr);
+    return 2;
+  } catch (const std::exception& e) {
+    say(std::string("error: ") + e.what());
+    return 1;
+  }
+}

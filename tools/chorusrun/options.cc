@@ -1,0 +1,134 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace chorus::run {
+namespace {
+
+int parse_int(const std::string& option, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || v < INT32_MIN || v > INT32_MAX) {
+    throw UsageError(option + " expects an integer, got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+double parse_seconds(const std::string& option, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !(v >= 0) || v > 1e7) {
+    throw UsageError(option + " expects a non-negative number of seconds, got '" + text + "'");
+  }
+  return v;
+}
+
+using ValueSetter = std::function<void(Options&, const std::string& name, const std::string&)>;
+using FlagSetter = std::function<void(Options&)>;
+
+const std::map<std::string, ValueSetter>& value_options() {
+  static const std::map<std::string, ValueSetter> table = {
+      {"-np", [](Options& o, auto& n, auto& v) { o.np = parse_int(n, v); }},
+      {"-n", [](Options& o, auto& n, auto& v) { o.np = parse_int(n, v); }},
+      {"-H", [](Options& o, auto&, auto& v) { o.host_list = v; }},
+      {"--hosts", [](Options& o, auto&, auto& v) { o.host_list = v; }},
+      {"--hostfile", [](Options& o, auto&, auto& v) { o.hostfile = v; }},
+      {"--output-dir", [](Options& o, auto&, auto& v) { o.output_dir = v; }},
+      {"--grace-seconds", [](Options& o, auto& n, auto& v) { o.grace_seconds = parse_seconds(n, v); }},
+      {"--start-timeout", [](Options& o, auto& n, auto& v) { o.start_timeout = parse_seconds(n, v); }},
+      {"--max-restarts", [](Options& o, auto& n, auto& v) { o.max_restarts = parse_int(n, v); }},
+      {"--store-address", [](Options& o, auto&, auto& v) { o.store_address = v; }},
+      {"--rsh", [](Options& o, auto&, auto& v) { o.rsh = v; }},
+      {"-x", [](Options& o, auto&, auto& v) { o.exports.push_back(v); }},
+  };
+  return table;
+}
+
+const std::map<std::string, FlagSetter>& flag_options() {
+  static const std::map<std::string, FlagSetter> table = {
+      {"--oversubscribe", [](Options& o) { o.oversubscribe = true; }},
+      {"--mpi", [](Options& o) { o.mpi = true; }},
+      {"--verbose", [](Options& o) { o.verbose = true; }},
+      {"-v", [](Options& o) { o.verbose = true; }},
+  };
+  return table;
+}
+
+void validate(const Options& o) {
+  if (o.np <= 0) throw UsageError("-np must be a positive number of ranks, got " + std::to_string(o.np));
+  if (o.program.empty()) throw UsageError("no program given");
+  if (!o.host_list.empty() && !o.hostfile.empty()) {
+    throw UsageError("-H and --hostfile are exclusive");
+  }
+  if (o.max_restarts < 0) throw UsageError("--max-restarts must not be negative");
+  if (o.rsh.find_first_not_of(' ') == std::string::npos) throw UsageError("--rsh must name a program");
+  for (const std::string& e : o.exports) {
+    if (e.empty() || e[0] == '=' || e.rfind("CHORUS_SECRET", 0) == 0) {
+      throw UsageError("-x '" + e + "': expected NAME or NAME=VALUE (the secret is never exported)");
+    }
+  }
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  bool np_seen = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "-h" || arg == "--help") throw UsageError("");
+    std::string value;
+    auto eq = arg.find('=');
+    std::string name = (arg.rfind("--", 0) == 0 && eq != std::string::npos) ? arg.substr(0, eq) : arg;
+    if (auto f = flag_options().find(name); f != flag_options().end()) {
+      f->second(o);
+      continue;
+    }
+    auto v = value_options().find(name);
+    if (v == value_options().end()) {
+      if (!arg.empty() && arg[0] == '-') throw UsageError("unknown option '" + arg + "'");
+      break;  // the program: everything from here on is its command line
+    }
+    if (name != arg) {
+      value = arg.substr(eq + 1);
+    } else if (++i < argc) {
+      value = argv[i];
+    } else {
+      throw UsageError(name + " expects a value");
+    }
+    v->second(o, name, value);
+    np_seen = np_seen || name == "-np" || name == "-n";
+  }
+  for (; i < argc; ++i) o.program.push_back(argv[i]);
+  if (!np_seen) throw UsageError("-np N is required");
+  validate(o);
+  return o;
+}
+
+const char* usage_text() {
+  return "usage: chorusrun -np N [-H host:slots,... | --hostfile FILE] [options] [--] PROGRAM "
+         "[ARGS...]\n"
+         "  --oversubscribe        allow more ranks than slots\n"
+         "  --mpi                  start the ranks with OpenMPI's mpirun\n"
+         "  --output-dir DIR       write DIR/rank.<r>.log instead of [r]-prefixed lines\n"
+         "  --verbose, -v          show what is started where\n"
+         "  --grace-seconds S      SIGTERM to SIGKILL delay when stopping ranks (5)\n"
+         "  --start-timeout S      fail when a rank has not joined the store after S (off)\n"
+         "  --max-restarts K       restart the whole group up to K times after a failure (0)\n"
+         "  --store-address ADDR   address the rendezvous store binds and ranks dial\n"
+         "  -x NAME[=VALUE]        forward this variable to every rank (remote ranks too)\n"
+         "  --rsh CMD              remote shell instead of ssh\n"
+         "See docs/launcher.md.\n";
+}
+
+}  // namespace chorus::run

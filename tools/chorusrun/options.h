@@ -1,0 +1,38 @@
+// chorusrun's command line. Parsing never starts anything: bad input becomes a UsageError,
+// which main() prints with the usage hint and turns into exit code 2.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace chorus::run {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  int np = 0;
+  std::string host_list;       // -H a:2,b:2
+  std::string hostfile;        // --hostfile FILE
+  bool oversubscribe = false;  // allow more ranks than slots
+  bool mpi = false;            // start through OpenMPI's mpirun
+  bool verbose = false;
+  std::string output_dir;      // one log per rank instead of prefixed lines
+  double grace_seconds = 5;    // SIGTERM -> SIGKILL
+  double start_timeout = 0;    // seconds for every rank to join the store; 0: no limit
+  int max_restarts = 0;
+  std::string store_address;   // address the launcher's store binds and ranks dial
+  std::string rsh = "ssh";     // remote shell (tests substitute a local one)
+  std::vector<std::string> exports;  // -x NAME[=VALUE]: also forwarded to remote ranks
+  std::vector<std::string> program;  // program and its arguments
+};
+
+// argv[0] is skipped. Throws UsageError naming the offending option or value.
+Options parse_options(int argc, char** argv);
+
+const char* usage_text();
+
+}  // namespace chorus::run

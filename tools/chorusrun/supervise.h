@@ -1,0 +1,74 @@
+// Watching one attempt of a job: relays output, reaps children, and stops everyone when a
+// rank fails, when a rank has not joined the rendezvous by the start timeout, or when
+// chorusrun itself gets SIGINT/SIGTERM/SIGHUP. Stopping = SIGTERM to each child's process
+// group ("TERM" down the control pipe for remote ranks), SIGKILL after the grace period.
+//
+// Signals reach the loop through a self-pipe (install_signal_handlers()), so every wait is
+// a poll() with a bounded timeout and nothing blocks forever.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "relay.h"
+#include "spawn.h"
+
+namespace chorus::run {
+
+// SIGINT/SIGTERM/SIGHUP/SIGCHLD write to a self-pipe; SIGPIPE is ignored. Call once.
+void install_signal_handlers();
+
+struct AttemptResult {
+  bool success = false;
+  int interrupted_by = 0;  // the signal that stopped chorusrun, 0 if none
+  int exit_code = 0;       // what chorusrun should exit with if this is the last attempt
+  std::string failure;     // what went wrong, for the final message
+};
+
+struct SuperviseOptions {
+  std::chrono::milliseconds grace{5000};
+  std::chrono::milliseconds start_timeout{0};  // 0: ranks are not required to join
+  bool verbose = false;
+  // Returns the ranks that have not joined the rendezvous yet (called a few times a second
+  // until it returns none, and once more at the start timeout).
+  std::function<std::vector<int>()> missing_ranks;
+};
+
+class Supervisor {
+ public:
+  // One relay pair (stdout, stderr) per child, in the same order.
+  Supervisor(std::vector<Child> children, std::vector<std::unique_ptr<LineRelay>> relays,
+             SuperviseOptions options);
+  ~Supervisor();
+
+  // Runs until every child has exited and its output is drained.
+  AttemptResult run();
+
+ private:
+  void poll_once(int timeout_ms);
+  void drain_signals();
+  void read_output(size_t index, bool is_err);
+  void reap();
+  void on_exit(Child& child);
+  void check_joined();
+  void stop(const std::string& why);
+  void signal_all(int sig);
+  bool all_exited() const;
+  bool output_open() const;
+
+  std::vector<Child> children_;
+  std::vector<std::unique_ptr<LineRelay>> relays_;
+  SuperviseOptions options_;
+  AttemptResult result_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point kill_at_;
+  std::chrono::steady_clock::time_point last_join_check_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  bool joined_ = false;
+};
+
+}  // namespace chorus::run
