@@ -43,6 +43,9 @@ struct CommunicatorOptions {
   std::string transport = "auto";  // auto | tcp | shm  (CHORUS_TRANSPORT)
   std::string bind_address;        // CHORUS_BIND_ADDRESS; empty: see MeshOptions
   std::string host_id;             // CHORUS_HOST_ID; empty: detected
+  std::string store_host;          // the store's host: the default bind address is the
+                                   // interface that reaches it (Job sets it)
+  size_t shm_ring_bytes = size_t{4} << 20;   // CHORUS_SHM_RING_BYTES, per direction
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]

@@ -40,7 +40,7 @@ bool Progress::poll(Transfer* transfers, size_t n) {
       k = t.is_send ? t.link->try_send(t.data + t.done, t.size - t.done)
                     : t.link->try_recv(t.data + t.done, t.size - t.done);
     } catch (const IoError& e) {
-      throw IoError(what_ + ": " + e.what());
+      throw IoError(what() + ": " + e.what());
     }
     if (k > 0) {
       t.done += k;
@@ -69,7 +69,7 @@ void Progress::wait_fds(Transfer* transfers, size_t n) {
   int slice = std::min(deadline_.remaining_ms(), kMaxPollSliceMs);
   int rc = ::poll(fds.data(), fds.size(), slice);
   if (rc < 0 && errno != EINTR) {
-    throw IoError(what_ + ": poll failed: " + std::strerror(errno));
+    throw IoError(what() + ": poll failed: " + std::strerror(errno));
   }
 }
 
@@ -79,7 +79,7 @@ void Progress::check_alive(Transfer* transfers, size_t n) {
     try {
       transfers[i].link->check_alive();
     } catch (const IoError& e) {
-      throw IoError(what_ + ": " + e.what());
+      throw IoError(what() + ": " + e.what());
     }
   }
 }
@@ -131,7 +131,7 @@ void Progress::throw_timeout(Transfer* transfers, size_t n) const {
             << (t.size - t.done) << " of " << t.size << " bytes left)";
     sep = ", ";
   }
-  throw TimeoutError(what_ + ": timed out " + waiting.str());
+  throw TimeoutError(what() + ": timed out " + waiting.str());
 }
 
 }  // namespace chorus::transport

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "transport/link.h"
@@ -31,8 +32,14 @@ struct Transfer {
 
 class Progress {
  public:
-  // `what` names the operation in error messages, e.g. "allreduce of 1024 float32 (rank 2)".
+  // Names the operation in error messages, e.g. "allreduce of 1024 float32 (rank 2 of 4)".
+  using Describe = std::function<std::string()>;
+
   Progress(Deadline deadline, std::string what) : deadline_(deadline), what_(std::move(what)) {}
+  // The description is built only when an error is raised, keeping string formatting off
+  // the path of every small collective. `describe` must outlive this Progress' use.
+  Progress(Deadline deadline, Describe describe)
+      : deadline_(deadline), describe_(std::move(describe)) {}
 
   // One non-blocking pass over the incomplete transfers. Returns true when any byte moved.
   // Link errors are rethrown with the operation's name prepended (same exception type).
@@ -46,7 +53,7 @@ class Progress {
   void finish(Transfer* transfers, size_t n);
 
   const Deadline& deadline() const { return deadline_; }
-  const std::string& what() const { return what_; }
+  std::string what() const { return describe_ ? describe_() : what_; }
 
  private:
   void reset_backoff() { idle_rounds_ = 0; }
@@ -57,6 +64,7 @@ class Progress {
 
   Deadline deadline_;
   std::string what_;
+  Describe describe_;
   unsigned idle_rounds_ = 0;
   Clock::time_point idle_since_{};
   Clock::time_point last_alive_check_{};

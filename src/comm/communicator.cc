@@ -1,0 +1,226 @@
+// The collectives: argument checks, the call's deadline and name, algorithm choice, and
+// breaking the communicator on I/O errors and timeouts.
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+
+#include "chorus/error.h"
+#include "comm/algorithms.h"
+#include "comm/communicator_impl.h"
+#include "util/deadline.h"
+
+namespace chorus {
+namespace {
+
+constexpr const char* kAlgoNames[] = {"auto", "ring", "halving_doubling", "recursive_doubling"};
+
+}  // namespace
+
+std::string OpInfo::text() const {
+  std::ostringstream out;
+  out << op << " of " << count << ' ' << dtype_name(type) << " (rank " << rank << " of " << size
+      << ')';
+  if (reduce) out << ' ' << reduce;
+  if (algorithm) out << ' ' << algorithm;
+  if (root >= 0) out << " from root " << root;
+  return out.str();
+}
+
+namespace {
+
+// Total elements of `counts`, checked so that the byte size fits in size_t.
+size_t checked_total(const std::vector<size_t>& counts, DataType type, const char* op) {
+  size_t total = 0, limit = SIZE_MAX / dtype_size(type);
+  for (size_t c : counts) {
+    CHORUS_CHECK_ARG(c <= limit - total, op, ": counts overflow the address space");
+    total += c;
+  }
+  return total;
+}
+
+void check_buffer(const void* p, size_t count, const char* op, const char* name) {
+  CHORUS_CHECK_ARG(p != nullptr || count == 0, op, ": ", name, " is null with ", count,
+                   " elements");
+}
+
+void check_counts(const std::vector<size_t>& counts, int size, const char* op) {
+  CHORUS_CHECK_ARG(counts.size() == static_cast<size_t>(size), op, ": ", counts.size(),
+                   " counts for ", size, " ranks");
+}
+
+}  // namespace
+
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == kAlgoNames[i]) return static_cast<AllreduceAlgorithm>(i);
+  }
+  CHORUS_THROW(InvalidArgument, "unknown allreduce algorithm '", name,
+               "' (expected auto, ring, halving_doubling or recursive_doubling)");
+}
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algo) {
+  auto i = static_cast<size_t>(algo);
+  return i < 4 ? kAlgoNames[i] : "unknown";
+}
+
+void Communicator::Impl::check_usable(const char* op) const {
+  if (broken.load()) CHORUS_THROW(IoError, op, ": communicator is broken");
+}
+
+void Communicator::Impl::fail() noexcept {
+  broken.store(true);
+  mesh->abort();
+}
+
+template <typename Body>
+void Communicator::Impl::run(const OpInfo& info, Body&& body) {
+  transport::Progress progress(Deadline::after(options.timeout), [&info] { return info.text(); });
+  comm::Context ctx{*mesh, progress, workspace};
+  try {
+    body(ctx);
+  } catch (const IoError&) {
+    fail();
+    throw;
+  } catch (const TimeoutError&) {
+    fail();
+    throw;
+  }
+}
+
+namespace comm {
+std::unique_ptr<Communicator> make_communicator(std::unique_ptr<transport::Mesh> mesh,
+                                                const CommunicatorOptions& options) {
+  CHORUS_CHECK_ARG(mesh != nullptr, "make_communicator: null mesh");
+  return Communicator::Impl::wrap(std::make_unique<Communicator::Impl>(std::move(mesh), options));
+}
+}  // namespace comm
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->mesh->topology().rank; }
+int Communicator::size() const { return impl_->mesh->topology().size; }
+int Communicator::local_rank() const { return impl_->mesh->topology().local_rank; }
+int Communicator::local_size() const { return impl_->mesh->topology().local_size; }
+int Communicator::cross_rank() const { return impl_->mesh->topology().cross_rank; }
+int Communicator::cross_size() const { return impl_->mesh->topology().cross_size; }
+const CommunicatorOptions& Communicator::options() const { return impl_->options; }
+bool Communicator::broken() const { return impl_->broken.load(); }
+void Communicator::abort() noexcept { impl_->fail(); }
+
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
+                             ReduceOp op) {
+  size_t es = dtype_size(type);  // validates type
+  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "allreduce: unknown op");
+  CHORUS_CHECK_ARG(count <= SIZE_MAX / es, "allreduce: count ", count, " overflows");
+  check_buffer(send, count, "allreduce", "send");
+  check_buffer(recv, count, "allreduce", "recv");
+  impl_->check_usable("allreduce");
+  if (count == 0) return;
+  if (size() == 1) {
+    if (send != recv) std::memcpy(recv, send, count * es);
+    return;
+  }
+  auto algo = comm::choose_allreduce(impl_->options.allreduce_algorithm, count * es, size());
+  OpInfo info{"allreduce", count, type, rank(), size()};
+  info.reduce = reduce_op_name(op);
+  info.algorithm = allreduce_algorithm_name(algo);
+  impl_->run(info, [&](comm::Context& ctx) {
+    switch (algo) {
+      case AllreduceAlgorithm::kRecursiveDoubling:
+        return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
+      case AllreduceAlgorithm::kHalvingDoubling:
+        return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
+      default:
+        return comm::allreduce_ring(ctx, send, recv, count, type, op);
+    }
+  });
+}
+
+void Communicator::allgatherv(const void* send, void* recv, const std::vector<size_t>& counts,
+                              DataType type) {
+  check_counts(counts, size(), "allgatherv");
+  size_t total = checked_total(counts, type, "allgatherv");
+  check_buffer(send, counts[rank()], "allgatherv", "send");
+  check_buffer(recv, total, "allgatherv", "recv");
+  impl_->check_usable("allgatherv");
+  if (total == 0) return;
+  impl_->run(OpInfo{"allgatherv", total, type, rank(), size()}, [&](comm::Context& ctx) {
+    if (size() == 1) {
+      if (send != recv) std::memmove(recv, send, total * dtype_size(type));
+      return;
+    }
+    comm::allgatherv_ring(ctx, send, recv, counts, type);
+  });
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
+  impl_->uniform_counts.assign(size(), count);  // reused: no allocation in steady state
+  allgatherv(send, recv, impl_->uniform_counts, type);
+}
+
+void Communicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+  size_t es = dtype_size(type);
+  CHORUS_CHECK_ARG(root >= 0 && root < size(), "broadcast: root ", root, " out of range [0, ",
+                   size(), ")");
+  CHORUS_CHECK_ARG(count <= SIZE_MAX / es, "broadcast: count ", count, " overflows");
+  check_buffer(buffer, count, "broadcast", "buffer");
+  impl_->check_usable("broadcast");
+  if (count == 0 || size() == 1) return;
+  OpInfo info{"broadcast", count, type, rank(), size()};
+  info.root = root;
+  impl_->run(info, [&](comm::Context& ctx) { comm::broadcast(ctx, buffer, count * es, root); });
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv,
+                                  const std::vector<size_t>& recv_counts, DataType type,
+                                  ReduceOp op) {
+  check_counts(recv_counts, size(), "reduce_scatter");
+  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "reduce_scatter: unknown op");
+  size_t total = checked_total(recv_counts, type, "reduce_scatter");
+  check_buffer(send, total, "reduce_scatter", "send");
+  check_buffer(recv, recv_counts[rank()], "reduce_scatter", "recv");
+  impl_->check_usable("reduce_scatter");
+  if (total == 0) return;
+  OpInfo info{"reduce_scatter", total, type, rank(), size()};
+  info.reduce = reduce_op_name(op);
+  impl_->run(info, [&](comm::Context& ctx) {
+    if (size() == 1) {
+      if (send != recv) std::memcpy(recv, send, total * dtype_size(type));
+      return;
+    }
+    comm::reduce_scatter_ring(ctx, send, recv, recv_counts, type, op);
+  });
+}
+
+void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                             const std::vector<size_t>& recv_counts, DataType type) {
+  check_counts(send_counts, size(), "alltoallv");
+  check_counts(recv_counts, size(), "alltoallv");
+  size_t send_total = checked_total(send_counts, type, "alltoallv");
+  size_t recv_total = checked_total(recv_counts, type, "alltoallv");
+  CHORUS_CHECK_ARG(send_counts[rank()] == recv_counts[rank()], "alltoallv: rank ", rank(),
+                   " sends itself ", send_counts[rank()], " elements but expects ",
+                   recv_counts[rank()]);
+  check_buffer(send, send_total, "alltoallv", "send");
+  check_buffer(recv, recv_total, "alltoallv", "recv");
+  impl_->check_usable("alltoallv");
+  if (send_total == 0 && recv_total == 0) return;
+  impl_->run(OpInfo{"alltoallv", send_total, type, rank(), size()}, [&](comm::Context& ctx) {
+    comm::alltoallv_pairwise(ctx, send, send_counts, recv, recv_counts, type);
+  });
+}
+
+void Communicator::alltoall(const void* send, void* recv, size_t count_per_rank, DataType type) {
+  impl_->uniform_counts.assign(size(), count_per_rank);
+  alltoallv(send, impl_->uniform_counts, recv, impl_->uniform_counts, type);
+}
+
+void Communicator::barrier() {
+  impl_->check_usable("barrier");
+  if (size() == 1) return;
+  impl_->run(OpInfo{"barrier", 0, DataType::kUInt8, rank(), size()},
+             [&](comm::Context& ctx) { comm::barrier_dissemination(ctx); });
+}
+
+}  // namespace chorus

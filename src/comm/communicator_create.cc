@@ -1,0 +1,43 @@
+// Communicator::create and the options from the environment. Kept apart from the
+// collectives so that tests over a hand-made mesh do not need the mesh's rendezvous.
+#include "chorus/error.h"
+#include "comm/communicator_impl.h"
+#include "util/env.h"
+
+namespace chorus {
+
+CommunicatorOptions CommunicatorOptions::from_env() {
+  CommunicatorOptions o;
+  transport::MeshOptions mesh = transport::MeshOptions::from_env();
+  if (auto v = env_string("CHORUS_TRANSPORT")) o.transport = *v;
+  o.bind_address = mesh.bind_address;
+  o.host_id = mesh.host_id;
+  o.store_host = mesh.store_host;
+  o.shm_ring_bytes = mesh.shm_ring_bytes;
+  o.timeout = mesh.timeout;
+  if (auto v = env_string("CHORUS_ALLREDUCE_ALGO")) {
+    o.allreduce_algorithm = parse_allreduce_algorithm(*v);
+  }
+  if (auto secret = Secret::from_env()) o.secret = *secret;
+  return o;
+}
+
+std::unique_ptr<Communicator> Communicator::create(Store& store, int rank, int size,
+                                                   const CommunicatorOptions& options) {
+  CHORUS_CHECK_ARG(size >= 1, "Communicator::create: size ", size, " < 1");
+  CHORUS_CHECK_ARG(rank >= 0 && rank < size, "Communicator::create: rank ", rank,
+                   " out of range [0, ", size, ")");
+  CHORUS_CHECK_ARG(options.timeout.count() > 0, "Communicator::create: timeout must be > 0");
+  transport::MeshOptions mesh_options;
+  mesh_options.kind = transport::parse_transport_kind(options.transport);
+  mesh_options.bind_address = options.bind_address;
+  mesh_options.host_id = options.host_id;
+  mesh_options.store_host = options.store_host;
+  mesh_options.shm_ring_bytes = options.shm_ring_bytes;
+  mesh_options.timeout = options.timeout;
+  mesh_options.secret = options.secret;
+  auto mesh = transport::connect_mesh(store, rank, size, mesh_options);
+  return comm::make_communicator(std::move(mesh), options);
+}
+
+}  // namespace chorus

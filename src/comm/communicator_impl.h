@@ -1,0 +1,62 @@
+// The Communicator's private state, shared by communicator.cc (the collectives) and
+// communicator_create.cc (connecting through the store). make_communicator() also lets
+// tests build a communicator over a hand-made Mesh.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "comm/context.h"
+#include "transport/mesh.h"
+
+namespace chorus {
+
+// What a collective call is, for error messages: formatted only when an error is raised.
+struct OpInfo {
+  const char* op;
+  size_t count;
+  DataType type;
+  int rank;
+  int size;
+  const char* reduce = nullptr;     // reduction op name, when there is one
+  const char* algorithm = nullptr;  // allreduce algorithm name
+  int root = -1;                    // broadcast root
+
+  std::string text() const;
+};
+
+struct Communicator::Impl {
+  Impl(std::unique_ptr<transport::Mesh> m, CommunicatorOptions o)
+      : mesh(std::move(m)), options(std::move(o)) {}
+
+  // Runs one collective: refuses on a broken communicator, gives `body` a Context whose
+  // Progress has the call's deadline, and on IoError/TimeoutError breaks the communicator
+  // (aborting the links so the other ranks fail fast) before rethrowing.
+  template <typename Body>
+  void run(const OpInfo& info, Body&& body);
+  void check_usable(const char* op) const;
+  void fail() noexcept;
+
+  // Nested classes may use Communicator's private constructor.
+  static std::unique_ptr<Communicator> wrap(std::unique_ptr<Impl> impl) {
+    return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+  }
+
+  std::unique_ptr<transport::Mesh> mesh;
+  CommunicatorOptions options;
+  std::atomic<bool> broken{false};
+  comm::Workspace workspace;
+  std::vector<size_t> uniform_counts;  // allgather / alltoall's per-rank counts
+};
+
+namespace comm {
+
+// A communicator over an existing mesh (which must be connected and have every link).
+std::unique_ptr<Communicator> make_communicator(std::unique_ptr<transport::Mesh> mesh,
+                                                const CommunicatorOptions& options);
+
+}  // namespace comm
+}  // namespace chorus

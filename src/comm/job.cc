@@ -1,0 +1,115 @@
+#include "chorus/job.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "chorus/error.h"
+#include "rendezvous/job_env.h"
+#include "util/log.h"
+
+namespace chorus {
+
+struct Job::Impl {
+  JobEnv env;
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 of a job whose launcher hosts none
+  std::unique_ptr<TcpStoreClient> client;
+  std::unique_ptr<PrefixStore> attempt_store;
+  std::unique_ptr<Communicator> world;
+};
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Where the ranks of a single-host job without a configured secret meet to share one:
+// a directory only this user may enter, one file per store port.
+std::string shared_secret_path(const net::Endpoint& store) {
+  std::string dir = "/tmp/chorus-" + std::to_string(::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    CHORUS_THROW(IoError, "cannot create ", dir, ": ", std::strerror(errno));
+  }
+  struct stat st {};
+  CHORUS_CHECK_ARG(::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                       st.st_uid == ::getuid() && (st.st_mode & 077) == 0,
+                   dir, " must be a directory owned by this user with mode 0700");
+  return dir + "/secret-" + std::to_string(store.port);
+}
+
+Secret read_shared_secret(const std::string& path, std::chrono::milliseconds timeout) {
+  auto deadline = Deadline::after(timeout);
+  for (;;) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) return Secret::from_file(path);
+    if (deadline.expired()) {
+      CHORUS_THROW(TimeoutError, "rank 0 did not publish the job secret at ", path, " in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Secret job_secret(const JobEnv& env, const CommunicatorOptions& options) {
+  if (!options.secret.empty()) return options.secret;
+  if (env.secret) return *env.secret;
+  if (env.size == 1 && !env.store) return Secret::generate();
+  CHORUS_CHECK_ARG(env.store && is_loopback(env.store->host),
+                   "a multi-host job needs a secret: set CHORUS_SECRET or CHORUS_SECRET_FILE "
+                   "(chorusrun does this for you)");
+  std::string path = shared_secret_path(*env.store);
+  if (env.rank != 0) return read_shared_secret(path, options.timeout);
+  Secret secret = Secret::generate();
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  secret.write_file(tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    CHORUS_THROW(IoError, "cannot publish the job secret at ", path, ": ", std::strerror(errno));
+  }
+  return secret;
+}
+
+}  // namespace
+
+std::unique_ptr<Job> Job::from_env() { return from_env(CommunicatorOptions::from_env()); }
+
+std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->env = read_job_env();
+  const JobEnv& env = impl->env;
+  CommunicatorOptions opts = options;
+  opts.secret = job_secret(env, options);
+  if (opts.store_host.empty() && env.store) opts.store_host = env.store->host;
+
+  net::Endpoint store_at = env.store.value_or(net::Endpoint{"127.0.0.1", 0});
+  bool host_here = env.rank == 0 && (env.rank0_hosts_store || !env.store);
+  if (host_here) {
+    impl->server = std::make_unique<TcpStoreServer>(store_at.host, store_at.port, opts.secret);
+    store_at.port = impl->server->port();
+  }
+  CHORUS_CHECK_ARG(store_at.port != 0, "no rendezvous store address for rank ", env.rank,
+                   " of ", env.size, " (set CHORUS_STORE_ADDR or MASTER_ADDR/MASTER_PORT)");
+  impl->client = std::make_unique<TcpStoreClient>(store_at.host, store_at.port, opts.secret,
+                                                  opts.timeout);
+  std::string attempt = "attempt/" + std::to_string(env.restart_count) + "/";
+  impl->client->set("chorus/joined/" + std::to_string(env.restart_count) + "/" +
+                        std::to_string(env.rank),
+                    "1");
+  impl->attempt_store = std::make_unique<PrefixStore>(attempt, *impl->client);
+  impl->world = Communicator::create(*impl->attempt_store, env.rank, env.size, opts);
+  CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined ("
+                           << env.source << ")";
+  return std::unique_ptr<Job>(new Job(std::move(impl)));
+}
+
+Job::Job(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Job::~Job() = default;
+Communicator& Job::world() { return *impl_->world; }
+Store& Job::store() { return *impl_->attempt_store; }
+int Job::restart_count() const { return impl_->env.restart_count; }
+
+}  // namespace chorus

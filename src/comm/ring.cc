@@ -1,0 +1,239 @@
+#include "comm/ring.h"
+
+#include <cstring>
+
+#include "comm/algorithms.h"
+#include "util/reduce.h"
+
+namespace chorus::comm {
+namespace {
+
+using transport::Transfer;
+
+// Incoming units are at most this big: bounds the scratch memory, not the pipelining
+// (which works at the granularity of kReduceBlock).
+constexpr size_t kChunkBytes = size_t{4} << 20;
+// Bytes reduced between two polls of the outgoing stream: ~10 us of work, so the socket
+// (or shared-memory ring) to the right is refilled long before it runs dry.
+constexpr size_t kReduceBlock = size_t{128} << 10;
+
+class RingStream {
+ public:
+  RingStream(Context& ctx, const RingSpec& spec);
+  void run();
+
+ private:
+  int send_segment(size_t step) const;
+  int recv_segment(size_t step) const;
+  // Element offset (full layout) and count of chunk j of segment seg.
+  void chunk(int seg, size_t j, size_t* off, size_t* cnt) const;
+  char* own_ptr(size_t off) const { return s_.own_out + (off - s_.seg_off[r_]) * es_; }
+
+  void start_recv();
+  void start_send();
+  bool pump_recv();
+  bool pump_send();
+  bool reduce_arrived();
+  size_t recv_available() const { return recv_reduces_ ? recv_reduced_ : xfer_[0].done; }
+  size_t send_available() const;
+
+  Context& ctx_;
+  const RingSpec& s_;
+  int p_, r_;
+  size_t es_, k_ = 1, rs_steps_, units_;
+  transport::Link& left_;
+  transport::Link& right_;
+  char* incoming_ = nullptr;
+  Transfer xfer_[2];  // [0]: current incoming unit, [1]: current outgoing unit
+  size_t recv_unit_ = 0, send_unit_ = 0;
+  size_t send_full_ = 0;  // bytes of the current outgoing unit
+  bool recv_reduces_ = false, recv_final_ = false;
+  char* recv_dest_ = nullptr;
+  const char* recv_in_ = nullptr;
+  size_t recv_reduced_ = 0;
+};
+
+RingStream::RingStream(Context& ctx, const RingSpec& spec)
+    : ctx_(ctx),
+      s_(spec),
+      p_(ctx.size()),
+      r_(ctx.rank()),
+      es_(dtype_size(spec.type)),
+      rs_steps_(spec.reduce_scatter ? p_ - 1 : 0),
+      units_(0),
+      left_(ctx.link(mod(r_ - 1, p_))),
+      right_(ctx.link(mod(r_ + 1, p_))) {
+  size_t max_seg = 0;
+  for (int i = 0; i < p_; ++i) max_seg = std::max(max_seg, s_.seg_off[i + 1] - s_.seg_off[i]);
+  k_ = std::max<size_t>(1, (max_seg * es_ + kChunkBytes - 1) / kChunkBytes);
+  size_t steps = rs_steps_ + (spec.allgather ? p_ - 1 : 0);
+  units_ = steps * k_;
+  if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(((max_seg + k_ - 1) / k_) * es_);
+}
+
+int RingStream::send_segment(size_t step) const {
+  if (step < rs_steps_) return mod(r_ - 1 - static_cast<int>(step), p_);
+  return mod(r_ - static_cast<int>(step - rs_steps_), p_);
+}
+
+int RingStream::recv_segment(size_t step) const {
+  if (step < rs_steps_) return mod(r_ - 2 - static_cast<int>(step), p_);
+  return mod(r_ - 1 - static_cast<int>(step - rs_steps_), p_);
+}
+
+void RingStream::chunk(int seg, size_t j, size_t* off, size_t* cnt) const {
+  size_t seg_count = s_.seg_off[seg + 1] - s_.seg_off[seg];
+  *off = s_.seg_off[seg] + part_offset(seg_count, k_, j);
+  *cnt = part_count(seg_count, k_, j);
+}
+
+void RingStream::start_recv() {
+  recv_reduced_ = 0;
+  if (recv_unit_ == units_) {
+    xfer_[0] = Transfer{};
+    return;
+  }
+  size_t step = recv_unit_ / k_, off, cnt;
+  chunk(recv_segment(step), recv_unit_ % k_, &off, &cnt);
+  recv_reduces_ = step < rs_steps_;
+  if (recv_reduces_) {
+    recv_final_ = step + 1 == rs_steps_;
+    recv_dest_ = recv_final_ ? own_ptr(off) : s_.acc + off * es_;
+    recv_in_ = s_.src + off * es_;
+    xfer_[0] = Transfer::recv(left_, incoming_, cnt * es_);
+  } else {
+    xfer_[0] = Transfer::recv(left_, s_.acc + off * es_, cnt * es_);
+  }
+}
+
+void RingStream::start_send() {
+  if (send_unit_ == units_) {
+    xfer_[1] = Transfer{};
+    send_full_ = 0;
+    return;
+  }
+  size_t step = send_unit_ / k_, off, cnt;
+  chunk(send_segment(step), send_unit_ % k_, &off, &cnt);
+  const char* data = s_.acc + off * es_;
+  if (step == 0 && rs_steps_ > 0) data = s_.src + off * es_;    // own input
+  if (step == rs_steps_ && rs_steps_ > 0) data = own_ptr(off);  // own finished segment
+  xfer_[1] = Transfer::send(right_, data, 0);
+  send_full_ = cnt * es_;
+}
+
+size_t RingStream::send_available() const {
+  if (send_unit_ < k_) return send_full_;
+  size_t dep = send_unit_ - k_;
+  if (dep < recv_unit_) return send_full_;
+  return dep == recv_unit_ ? recv_available() : 0;
+}
+
+bool RingStream::pump_send() {
+  bool moved = false;
+  while (send_unit_ < units_) {
+    xfer_[1].size = send_available();
+    if (ctx_.progress.poll(&xfer_[1], 1)) moved = true;
+    if (xfer_[1].done < send_full_) break;
+    ++send_unit_;
+    start_send();
+    moved = true;
+  }
+  return moved;
+}
+
+bool RingStream::reduce_arrived() {
+  size_t ready = xfer_[0].done / es_ * es_;
+  bool any = false;
+  while (recv_reduced_ < ready) {
+    size_t n = std::min(ready - recv_reduced_, kReduceBlock);
+    char* dest = recv_dest_ + recv_reduced_;
+    reduce_pair(s_.type, s_.op, dest, recv_in_ + recv_reduced_, incoming_ + recv_reduced_, n / es_);
+    if (recv_final_ && s_.divisor > 1) divide(s_.type, dest, n / es_, s_.divisor);
+    recv_reduced_ += n;
+    any = true;
+    pump_send();
+    if (ctx_.progress.poll(&xfer_[0], 1)) ready = xfer_[0].done / es_ * es_;
+  }
+  return any;
+}
+
+bool RingStream::pump_recv() {
+  bool moved = false;
+  while (recv_unit_ < units_) {
+    if (ctx_.progress.poll(&xfer_[0], 1)) moved = true;
+    if (recv_reduces_ && reduce_arrived()) moved = true;
+    if (!xfer_[0].complete() || recv_available() < xfer_[0].size) break;
+    ++recv_unit_;
+    start_recv();
+    moved = true;
+  }
+  return moved;
+}
+
+void RingStream::run() {
+  start_recv();
+  start_send();
+  while (recv_unit_ < units_ || send_unit_ < units_) {
+    bool moved = pump_recv();
+    if (pump_send()) moved = true;
+    if (!moved) ctx_.progress.idle(xfer_, 2);
+  }
+}
+
+}  // namespace
+
+void ring_run(Context& ctx, const RingSpec& spec) { RingStream(ctx, spec).run(); }
+
+void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, DataType type,
+                    ReduceOp op) {
+  int p = ctx.size();
+  balanced_offsets(count, p, ctx.ws.offsets);
+  RingSpec spec;
+  spec.seg_off = ctx.ws.offsets.data();
+  spec.type = type;
+  spec.op = op;
+  spec.reduce_scatter = spec.allgather = true;
+  spec.src = static_cast<const char*>(send);
+  spec.acc = static_cast<char*>(recv);
+  spec.own_out = spec.acc + ctx.ws.offsets[ctx.rank()] * dtype_size(type);
+  spec.divisor = op == ReduceOp::kAverage ? p : 1;
+  ring_run(ctx, spec);
+}
+
+void allgatherv_ring(Context& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+                     DataType type) {
+  size_t es = dtype_size(type);
+  prefix_offsets(counts, ctx.ws.offsets);
+  char* own = static_cast<char*>(recv) + ctx.ws.offsets[ctx.rank()] * es;
+  if (own != send && counts[ctx.rank()] > 0) std::memmove(own, send, counts[ctx.rank()] * es);
+  RingSpec spec;
+  spec.seg_off = ctx.ws.offsets.data();
+  spec.type = type;
+  spec.allgather = true;
+  spec.acc = static_cast<char*>(recv);
+  ring_run(ctx, spec);
+}
+
+void reduce_scatter_ring(Context& ctx, const void* send, void* recv,
+                         const std::vector<size_t>& counts, DataType type, ReduceOp op) {
+  size_t es = dtype_size(type);
+  prefix_offsets(counts, ctx.ws.offsets);
+  const size_t* off = ctx.ws.offsets.data();
+  int r = ctx.rank();
+  bool in_place = send == recv;
+  RingSpec spec;
+  spec.seg_off = off;
+  spec.type = type;
+  spec.op = op;
+  spec.reduce_scatter = true;
+  spec.src = static_cast<const char*>(send);
+  // In place, partial sums overwrite the input (the caller gave it up); otherwise they need
+  // a buffer of their own since the caller's recv holds only block r.
+  spec.acc = in_place ? static_cast<char*>(recv) : ctx.ws.accumulator.get(off[ctx.size()] * es);
+  spec.own_out = in_place ? spec.acc + off[r] * es : static_cast<char*>(recv);
+  spec.divisor = op == ReduceOp::kAverage ? ctx.size() : 1;
+  ring_run(ctx, spec);
+  if (in_place && counts[r] > 0) std::memmove(recv, spec.own_out, counts[r] * es);
+}
+
+}  // namespace chorus::comm
