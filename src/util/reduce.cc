@@ -1,1 +1,162 @@
-#include "util/reduce.h"  // placeholder: implemented by the comm work
+#include "util/reduce.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "chorus/error.h"
+#include "util/reduce_isa.h"
+#include "util/reduce_kernels.h"
+
+namespace chorus {
+namespace reduce_detail {
+namespace {
+
+using IntoFn = void (*)(void*, const void*, size_t);
+using PairFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T, typename Op>
+void into_generic(void* acc, const void* in, size_t n) {
+  Kernel<T, Op, SoftHalf>::into(acc, in, n);
+}
+template <typename T, typename Op>
+void pair_generic(void* out, const void* a, const void* b, size_t n) {
+  Kernel<T, Op, SoftHalf>::pair(out, a, b, n);
+}
+
+#if defined(__x86_64__)
+// The same loops compiled for AVX2 (twice the vector width of the x86-64 baseline, and
+// 64-bit integer compares for min/max) with hardware half conversion.
+template <typename T, typename Op>
+__attribute__((target("avx2,f16c"))) void into_avx2(void* acc, const void* in, size_t n) {
+  Kernel<T, Op, F16cHalf>::into(acc, in, n);
+}
+template <typename T, typename Op>
+__attribute__((target("avx2,f16c"))) void pair_avx2(void* out, const void* a, const void* b,
+                                                    size_t n) {
+  Kernel<T, Op, F16cHalf>::pair(out, a, b, n);
+}
+#endif
+
+// Rows follow DataType, columns ReduceOp (kAverage accumulates as kSum).
+#define CHORUS_ROW(F, T) \
+  { F<T, SumOp>, F<T, SumOp>, F<T, MinOp>, F<T, MaxOp>, F<T, ProductOp> }
+#define CHORUS_TABLE(F)                                                                            \
+  {                                                                                                \
+    CHORUS_ROW(F, uint8_t), CHORUS_ROW(F, int8_t), CHORUS_ROW(F, int32_t), CHORUS_ROW(F, int64_t), \
+        CHORUS_ROW(F, Half), CHORUS_ROW(F, BFloat16), CHORUS_ROW(F, float), CHORUS_ROW(F, double)  \
+  }
+
+const IntoFn kIntoGeneric[kNumDataTypes][kNumReduceOps] = CHORUS_TABLE(into_generic);
+const PairFn kPairGeneric[kNumDataTypes][kNumReduceOps] = CHORUS_TABLE(pair_generic);
+#if defined(__x86_64__)
+const IntoFn kIntoAvx2[kNumDataTypes][kNumReduceOps] = CHORUS_TABLE(into_avx2);
+const PairFn kPairAvx2[kNumDataTypes][kNumReduceOps] = CHORUS_TABLE(pair_avx2);
+#endif
+#undef CHORUS_TABLE
+#undef CHORUS_ROW
+
+bool detect_avx2() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> g_use_avx2{detect_avx2()};
+
+void check(DataType type, ReduceOp op) {
+  CHORUS_CHECK_ARG(static_cast<size_t>(type) < kNumDataTypes, "unknown dtype ",
+                   static_cast<int>(type));
+  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "unknown reduce op ",
+                   static_cast<int>(op));
+}
+
+template <typename T>
+void divide_integers(void* buf, size_t n, int64_t divisor) {
+  T* p = static_cast<T*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<int64_t>(p[i]) / divisor);
+}
+
+template <typename T>
+void divide_floats(void* buf, size_t n, T divisor) {
+  T* __restrict p = static_cast<T*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = p[i] / divisor;
+}
+
+template <typename Conv>
+void divide_halves(void* buf, size_t n, float divisor) {
+  uint16_t* p = static_cast<uint16_t*>(buf);
+  alignas(64) float f[kHalfBlock];
+  for (size_t i = 0; i < n; i += kHalfBlock) {
+    size_t m = std::min(kHalfBlock, n - i);
+    Conv::widen(p + i, f, m);
+    divide_floats<float>(f, m, divisor);
+    Conv::narrow(f, p + i, m);
+  }
+}
+
+}  // namespace
+
+bool avx2_available() { return detect_avx2(); }
+bool avx2_enabled() { return g_use_avx2.load(std::memory_order_relaxed); }
+void set_avx2_enabled(bool on) { g_use_avx2.store(on && detect_avx2()); }
+
+}  // namespace reduce_detail
+
+using namespace reduce_detail;
+
+void reduce_into(DataType type, ReduceOp op, void* acc, const void* in, size_t count) {
+  check(type, op);
+  if (count == 0 || (acc == in && (op == ReduceOp::kMin || op == ReduceOp::kMax))) return;
+  auto t = static_cast<size_t>(type), o = static_cast<size_t>(op);
+#if defined(__x86_64__)
+  if (avx2_enabled()) return kIntoAvx2[t][o](acc, in, count);
+#endif
+  kIntoGeneric[t][o](acc, in, count);
+}
+
+void reduce_pair(DataType type, ReduceOp op, void* out, const void* a, const void* b,
+                 size_t count) {
+  check(type, op);
+  if (count == 0) return;
+  auto t = static_cast<size_t>(type), o = static_cast<size_t>(op);
+#if defined(__x86_64__)
+  if (avx2_enabled()) return kPairAvx2[t][o](out, a, b, count);
+#endif
+  kPairGeneric[t][o](out, a, b, count);
+}
+
+void divide(DataType type, void* buf, size_t count, int64_t divisor) {
+  CHORUS_CHECK_ARG(divisor > 0, "divide by ", divisor);
+  if (divisor == 1 || count == 0) return;
+  switch (type) {
+    case DataType::kUInt8:
+      return divide_integers<uint8_t>(buf, count, divisor);
+    case DataType::kInt8:
+      return divide_integers<int8_t>(buf, count, divisor);
+    case DataType::kInt32:
+      return divide_integers<int32_t>(buf, count, divisor);
+    case DataType::kInt64:
+      return divide_integers<int64_t>(buf, count, divisor);
+    case DataType::kFloat16:
+#if defined(__x86_64__)
+      if (avx2_enabled()) return divide_halves<F16cHalf>(buf, count, divisor);
+#endif
+      return divide_halves<SoftHalf>(buf, count, static_cast<float>(divisor));
+    case DataType::kBFloat16:
+      return divide_halves<SoftBFloat16>(buf, count, static_cast<float>(divisor));
+    case DataType::kFloat32:
+      return divide_floats<float>(buf, count, static_cast<float>(divisor));
+    case DataType::kFloat64:
+      return divide_floats<double>(buf, count, static_cast<double>(divisor));
+  }
+  CHORUS_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(type));
+}
+
+float half_to_float(uint16_t h) { return half_detail::half_to_float(h); }
+uint16_t float_to_half(float f) { return half_detail::float_to_half(f); }
+float bfloat16_to_float(uint16_t b) { return half_detail::bfloat16_to_float(b); }
+uint16_t float_to_bfloat16(float f) { return half_detail::float_to_bfloat16(f); }
+
+}  // namespace chorus
