@@ -16,6 +16,7 @@ namespace chorus::test {
 namespace {
 
 const std::string kWorker = FAKE_WORKER_PATH;
+const std::string kAllreduce = ALLREDUCE_WORKER_PATH;
 const std::string kFakeSsh = FAKE_SSH_PATH;
 // 127.0.0.2 is a loopback address but not "this host" to chorusrun: its ranks go over "ssh".
 const std::vector<std::pair<std::string, std::string>> kSecretEnv = {
@@ -88,7 +89,8 @@ TEST(ChorusrunRemote, RemoteFailureIsNamedWithItsHost) {
 }
 
 TEST(ChorusrunMpi, MpiStartsRanksThatReadOpenMpiVariables) {
-  if (::access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "mpirun (Debian's openmpi-bin) is not installed";
+  if (::access("/usr/bin/mpirun", X_OK) != 0)
+    GTEST_SKIP() << "mpirun (Debian's openmpi-bin) is not installed";
   RunResult r = run_chorusrun(RunSpec{{"-np", "2", "--mpi", kWorker, "env"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // OpenMPI's --tag-output prefixes lines with [jobid,rank]<stdout>:
@@ -97,8 +99,21 @@ TEST(ChorusrunMpi, MpiStartsRanksThatReadOpenMpiVariables) {
   EXPECT_NE(r.out.find("CHORUS_STORE_ADDR=127.0.0.1:"), std::string::npos) << r.out;
 }
 
+// chorus::Job reads OMPI_COMM_WORLD_* and the store address chorusrun adds with -x.
+TEST(ChorusrunMpi, TwoRanksAllreduceThroughMpirun) {
+  if (::access("/usr/bin/mpirun", X_OK) != 0)
+    GTEST_SKIP() << "mpirun (Debian's openmpi-bin) is not installed";
+  RunResult r = run_chorusrun(RunSpec{{"-np", "2", "--mpi", kAllreduce, "--count", "1000003"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("allreduce ok rank 0 of 2 local 0/2 cross 0/1\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("allreduce ok rank 1 of 2 local 1/2 cross 0/1\n"), std::string::npos)
+      << r.out;
+}
+
 TEST(ChorusrunMpi, MpiFailureFailsTheJob) {
-  if (::access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "mpirun (Debian's openmpi-bin) is not installed";
+  if (::access("/usr/bin/mpirun", X_OK) != 0)
+    GTEST_SKIP() << "mpirun (Debian's openmpi-bin) is not installed";
   RunResult r = run_chorusrun(RunSpec{{"-np", "2", "--mpi", kWorker, "exit", "3"}});
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("mpirun on localhost"), std::string::npos) << r.err;

@@ -15,6 +15,7 @@ namespace chorus::test {
 namespace {
 
 const std::string kWorker = FAKE_WORKER_PATH;
+const std::string kAllreduce = ALLREDUCE_WORKER_PATH;
 
 RunResult run(std::vector<std::string> args) { return run_chorusrun(RunSpec{std::move(args)}); }
 
@@ -32,7 +33,8 @@ std::map<std::string, std::string> env_of(const RunResult& r, int rank) {
 TEST(Chorusrun, EveryRankGetsItsEnvironment) {
   for (int np : {1, 2, 3, 8}) {
     SCOPED_TRACE("np=" + std::to_string(np));
-    RunResult r = run({"-np", std::to_string(np), "-x", "CHORUS_TEST_EXPORT=hello", kWorker, "env"});
+    RunResult r =
+        run({"-np", std::to_string(np), "-x", "CHORUS_TEST_EXPORT=hello", kWorker, "env"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::string store;
     for (int rank = 0; rank < np; ++rank) {
@@ -86,7 +88,8 @@ TEST(Chorusrun, OutputDirHoldsOneLogPerRank) {
 TEST(Chorusrun, ExitCodeOfAFailedRankIsReported) {
   RunResult r = run({"-np", "2", kWorker, "exit", "3"});
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(rank [01] on localhost \(pid \d+\) ended with exit code 3)")))
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex(R"(rank [01] on localhost \(pid \d+\) ended with exit code 3)")))
       << r.err;
   EXPECT_NE(r.err.find("job failed"), std::string::npos) << r.err;
 }
@@ -111,7 +114,8 @@ std::vector<pid_t> wait_for_pids(const std::string& dir, int np) {
 
 // Starts `np` sleeping workers, sends chorusrun `sig` once they all run; returns their pids.
 RunResult interrupt(std::vector<std::string> args, const TempDir& dir, int np, int sig,
-                    std::vector<pid_t>& pids, std::vector<std::pair<std::string, std::string>> env = {}) {
+                    std::vector<pid_t>& pids,
+                    std::vector<std::pair<std::string, std::string>> env = {}) {
   RunSpec spec{std::move(args), std::move(env)};
   spec.during = [&](pid_t chorusrun) {
     pids = wait_for_pids(dir.path(), np);
@@ -144,8 +148,10 @@ TEST(Chorusrun, WorkersIgnoringSigtermAreKilledAfterTheGracePeriod) {
 TEST(Chorusrun, StartTimeoutNamesRanksThatDidNotJoin) {
   RunResult r = run({"-np", "3", "--start-timeout", "1", kWorker, "join", "1"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("not joined the rendezvous within the start timeout"), std::string::npos) << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(start timeout \(1 s\): 1 \(on localhost\);)"))) << r.err;
+  EXPECT_NE(r.err.find("not joined the rendezvous within the start timeout"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(start timeout \(1 s\): 1 \(on localhost\);)")))
+      << r.err;
   RunResult ok = run({"-np", "3", "--start-timeout", "5", kWorker, "join", "-1"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
@@ -179,15 +185,32 @@ TEST(Chorusrun, BadInputExitsWithCode2AndSaysWhy) {
       {{"-np", "1", "-H", "localhost:0", kWorker}, "slots must be a positive integer"},
       {{"-np", "1", "-H", "a,,b", kWorker}, "malformed host entry"},
       {{"-np", "1", "-H", "bad host:1", kWorker}, "malformed host entry"},
-      {{"-np", "1", "-H", "no-such-host.invalid:1", kWorker}, "unknown host 'no-such-host.invalid'"},
+      {{"-np", "1", "-H", "no-such-host.invalid:1", kWorker},
+       "unknown host 'no-such-host.invalid'"},
       {{"-np", "1", "--hostfile", "/nonexistent/hosts", kWorker}, "cannot read hostfile"},
       {{"-np", "1", "--frobnicate", kWorker}, "unknown option '--frobnicate'"},
-      {{"-np", "2", "-H", "localhost:1,127.0.0.2:1", kWorker}, "multi-host job needs a shared secret"},
+      {{"-np", "2", "-H", "localhost:1,127.0.0.2:1", kWorker},
+       "multi-host job needs a shared secret"},
   };
   for (const auto& [args, needle] : cases) {
     RunResult r = run(args);
     EXPECT_EQ(r.exit_code, 2) << needle << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+}
+
+TEST(Chorusrun, FourLocalRanksAllreduceOverShmAndTcp) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    RunResult r = run_chorusrun(
+        RunSpec{{"-np", "4", kAllreduce, "--count", "1000003"}, {{"CHORUS_TRANSPORT", transport}}});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 4; ++rank) {
+      std::string id = std::to_string(rank);
+      std::string want =
+          "[" + id + "] allreduce ok rank " + id + " of 4 local " + id + "/4 cross 0/1";
+      EXPECT_EQ(lines_with_prefix(r.out, want).size(), 1u) << want << "\n" << r.out;
+    }
   }
 }
 

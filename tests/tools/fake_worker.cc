@@ -42,10 +42,10 @@ void write_pid(const std::string& dir) {
 }
 
 void print_env() {
-  for (const char* name : {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE",
-                           "CHORUS_CROSS_RANK", "CHORUS_CROSS_SIZE", "CHORUS_STORE_ADDR",
-                           "CHORUS_RESTART_COUNT", "CHORUS_HOST_ID", "CHORUS_SECRET",
-                           "CHORUS_TEST_EXPORT", "OMPI_COMM_WORLD_RANK"}) {
+  for (const char* name :
+       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_CROSS_RANK",
+        "CHORUS_CROSS_SIZE", "CHORUS_STORE_ADDR", "CHORUS_RESTART_COUNT", "CHORUS_HOST_ID",
+        "CHORUS_SECRET", "CHORUS_TEST_EXPORT", "OMPI_COMM_WORLD_RANK"}) {
     std::printf("%s=%s\n", name, var(name).c_str());
   }
   struct stat st {};
@@ -57,8 +57,8 @@ void print_env() {
 void print_lines(int n) {
   std::string payload(200, static_cast<char>('a' + rank() % 26));
   for (int i = 0; i < n; ++i) {
-    std::string line = "rank " + std::to_string(rank()) + " line " + std::to_string(i) + " " +
-                       payload + " end\n";
+    std::string line =
+        "rank " + std::to_string(rank()) + " line " + std::to_string(i) + " " + payload + " end\n";
     // Three write()s per line: the relay, not luck, must keep lines whole.
     size_t third = line.size() / 3;
     ::write(1, line.data(), third);
