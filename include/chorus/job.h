@@ -1,0 +1,42 @@
+// A process's place in a distributed job, set up from whatever launcher started it
+// (chorusrun, torchrun, mpirun, Slurm, TF_CONFIG; see the README's table): joins — or, as
+// rank 0 of a torchrun-style job, hosts — the rendezvous store and creates the world
+// communicator. This is what chorus::init() and chorus-bench stand on.
+//
+// The secret: taken from CHORUS_SECRET / CHORUS_SECRET_FILE. Without one, a single-host
+// job (store on a loopback address) shares a random secret through a file only this user
+// can read; a multi-host job refuses to start with InvalidArgument.
+//
+// Thread safety: create and use from one thread; world() follows Communicator's rules.
+#pragma once
+
+#include <memory>
+
+#include "chorus/communicator.h"
+#include "chorus/store.h"
+
+namespace chorus {
+
+struct JobEnv;
+
+class Job {
+ public:
+  // Throws InvalidArgument for a malformed environment, TimeoutError when the store or the
+  // other ranks do not show up within options.timeout, AuthError on a wrong secret.
+  static std::unique_ptr<Job> from_env(const CommunicatorOptions& options);
+  static std::unique_ptr<Job> from_env();  // options from CommunicatorOptions::from_env()
+  ~Job();
+
+  Communicator& world();
+  // The store, with keys scoped to this attempt (restart counter).
+  Store& store();
+  int restart_count() const;
+
+  struct Impl;
+
+ private:
+  explicit Job(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus
