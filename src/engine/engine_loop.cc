@@ -1,0 +1,306 @@
+#include "engine/engine_loop.h"
+
+#include <algorithm>
+
+#include "chorus/error.h"
+#include "util/log.h"
+
+namespace chorus::engine {
+namespace {
+
+// Agreement vector layout (see engine_loop.h).
+constexpr int kUncached = 0;
+constexpr int kShutdown = 1;
+constexpr int kStallAbort = 2;
+constexpr int kHeader = 3;
+
+}  // namespace
+
+struct Loop::Totals {
+  std::vector<int32_t> v;
+  int size, slots;
+  int32_t at(int i) const { return v[i]; }
+  bool joined(int r) const { return v[kHeader + r] > 0; }
+  int32_t ready(int s) const { return v[kHeader + size + s]; }
+  int32_t invalid(int s) const { return v[kHeader + size + slots + s]; }
+};
+
+Loop::Loop(Communicator& comm, const EngineOptions& options, Shared& shared)
+    : comm_(comm),
+      options_(options),
+      shared_(shared),
+      rank_(comm.rank()),
+      size_(comm.size()),
+      table_(comm.size()),
+      cache_(options.cache_capacity),
+      executor_(comm, options, shared),
+      stall_(options),
+      joined_ranks_(comm.size(), false) {}
+
+void Loop::run() noexcept {
+  try {
+    last_cycle_ = Clock::now();
+    while (cycle()) {
+    }
+  } catch (...) {
+    // The ranks may now be out of step: break the communicator so peers fail fast too.
+    comm_.abort();
+    stop(std::current_exception());
+  }
+}
+
+bool Loop::cycle() {
+  wait_for_work();
+  drain();
+  int slots = cache_.num_slots();
+  Totals t{build_vector(), size_, slots};
+  comm_.allreduce(t.v.data(), t.v.data(), t.v.size(), DataType::kInt32, ReduceOp::kSum);
+  shared_.counters.cycles++;
+  ++tick_;
+  if (t.at(kShutdown) > 0) {
+    stop(std::make_exception_ptr(IoError(detail::make_message(
+        __FILE__, __LINE__, "engine shut down (requested by ", t.at(kShutdown), " rank(s))"))));
+    return false;
+  }
+  if (t.at(kStallAbort) > 0) {
+    auto waiting = table_.waiting(joined_ranks_, Clock::now());
+    stop(std::make_exception_ptr(TimeoutError(stall_.shutdown_message(waiting))));
+    return false;
+  }
+  std::vector<bool> joined_before = joined_ranks_;
+  for (int r = 0; r < size_; ++r) joined_ranks_[r] = t.joined(r);
+  any_joined_ = std::count(joined_ranks_.begin(), joined_ranks_.end(), true) > 0;
+  std::vector<Response> plan;
+  apply_cache(t, plan);
+  size_t first_new = plan.size();
+  if (t.at(kUncached) > 0) exchange();
+  table_.take_ready(joined_ranks_, plan);
+  remember(plan, first_new);
+  execute(plan);
+  update_join(joined_before);
+  if (rank_ == 0)
+    stall_abort_ = stall_.check(table_.waiting(joined_ranks_, Clock::now()), shared_.counters);
+  return true;
+}
+
+// Sleeps until the cycle time has passed since the last cycle; an idle engine (nothing in
+// flight here) wakes as soon as work, a join or a shutdown arrives.
+void Loop::wait_for_work() {
+  auto next = last_cycle_ + options_.cycle_time;
+  std::unique_lock<std::mutex> lock(shared_.mu);
+  bool idle = ops_.empty();
+  shared_.wake.wait_until(lock, next, [&] {
+    return shared_.shutdown_requested ||
+           (idle && (!shared_.incoming.empty() || shared_.join_pending));
+  });
+  last_cycle_ = Clock::now();
+}
+
+void Loop::drain() {
+  std::vector<std::unique_ptr<LocalOp>> fresh;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    fresh.swap(shared_.incoming);
+    if (shared_.join_pending) {
+      joined_ = true;
+      shared_.join_pending = false;
+    }
+    shutdown_ = shared_.shutdown_requested;
+  }
+  for (auto& op : fresh) classify(std::move(op));
+}
+
+void Loop::classify(std::unique_ptr<LocalOp> op) {
+  int slot = (cache_.enabled() && !any_joined_) ? cache_.find(op->request.name) : -1;
+  if (slot >= 0 && cache_.matches(slot, op->request)) {
+    op->state = OpState::kCached;
+    op->slot = slot;
+    op->cached_since = Clock::now();
+  } else {
+    if (slot >= 0) invalid_marks_.insert(slot);  // metadata changed: every rank drops it
+    op->state = OpState::kUnannounced;
+  }
+  std::string name = op->request.name;
+  ops_.emplace(std::move(name), std::move(op));
+}
+
+std::vector<int32_t> Loop::build_vector() {
+  const int slots = cache_.num_slots();
+  std::vector<int32_t> v(kHeader + size_ + 2 * slots, 0);
+  auto now = Clock::now();
+  auto limit = stall_.cache_wait_limit();
+  for (auto& [name, op] : ops_) {
+    if (op->state == OpState::kUnannounced) v[kUncached] = 1;
+    // Waiting long on a bit: let a full negotiation find out which ranks are missing.
+    if (op->state == OpState::kCached && now - op->cached_since > limit) {
+      invalid_marks_.insert(op->slot);
+    }
+  }
+  for (auto& [name, op] : ops_) {
+    if (op->state == OpState::kCached && !invalid_marks_.count(op->slot)) {
+      v[kHeader + size_ + op->slot] = 1;
+    }
+  }
+  for (int s : invalid_marks_) v[kHeader + size_ + slots + s] = 1;
+  invalid_marks_.clear();
+  v[kShutdown] = shutdown_ ? 1 : 0;
+  v[kStallAbort] = stall_abort_ ? 1 : 0;
+  v[kHeader + rank_] = joined_ ? 1 : 0;
+  return v;
+}
+
+// Drops invalidated slots; appends slots that every rank has ready (none while any rank
+// has joined: joined ranks set no bits, and ops go through the table, which knows who
+// contributed).
+void Loop::apply_cache(const Totals& t, std::vector<Response>& plan) {
+  for (int s = 0; s < t.slots; ++s) {
+    if (t.invalid(s) > 0) drop_slot(s);
+  }
+  if (any_joined_) {
+    for (auto& [name, op] : ops_) {
+      if (op->state == OpState::kCached) op->state = OpState::kUnannounced;
+    }
+    return;
+  }
+  for (int s = 0; s < t.slots; ++s) {
+    if (t.ready(s) == size_ && cache_.used(s)) {
+      plan.push_back(cache_.response(s));
+      cache_.touch(s, tick_);
+    }
+  }
+}
+
+void Loop::drop_slot(int slot) {
+  if (!cache_.used(slot)) return;
+  cache_.erase(slot);
+  shared_.counters.cache_invalidations++;
+  demote_slot(slot);
+}
+
+void Loop::demote_slot(int slot) {
+  for (auto& [name, op] : ops_) {
+    if (op->state == OpState::kCached && op->slot == slot) op->state = OpState::kUnannounced;
+  }
+}
+
+void Loop::exchange() {
+  std::vector<LocalOp*> mine;
+  for (auto& [name, op] : ops_) {
+    if (op->state == OpState::kUnannounced) mine.push_back(op.get());
+  }
+  std::sort(mine.begin(), mine.end(), [](LocalOp* a, LocalOp* b) { return a->seq < b->seq; });
+  std::vector<const Request*> reqs;
+  for (LocalOp* op : mine) {
+    reqs.push_back(&op->request);
+    op->state = OpState::kAnnounced;
+  }
+  std::string blob;
+  encode_requests(reqs, blob);
+  std::vector<int64_t> sizes(size_);
+  int64_t my_size = static_cast<int64_t>(blob.size());
+  comm_.allgather(&my_size, sizes.data(), 1, DataType::kInt64);
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<uint8_t> all(total);
+  comm_.allgatherv(blob.data(), all.data(), counts, DataType::kUInt8);
+  shared_.counters.full_negotiations++;
+  auto now = Clock::now();
+  size_t off = 0;
+  for (int r = 0; r < size_; ++r) {
+    for (auto& req : decode_requests(all.data() + off, counts[r]))
+      table_.add(r, std::move(req), now);
+    off += counts[r];
+  }
+}
+
+// Remembers the newly negotiated responses in the cache (every rank does the same puts in
+// the same order). Not while ranks are joined: then the response does not hold what every
+// rank would send.
+void Loop::remember(const std::vector<Response>& plan, size_t first_new) {
+  if (!cache_.enabled() || any_joined_) return;
+  for (size_t i = first_new; i < plan.size(); ++i) {
+    const Response& r = plan[i];
+    if (!r.error.empty()) continue;
+    auto it = ops_.find(r.name());
+    if (it == ops_.end()) continue;  // cannot happen without joined ranks
+    int old = cache_.find(r.name());
+    if (old >= 0) drop_slot(old);
+    int evicted = cache_.put(r, it->second->request, tick_);
+    if (evicted >= 0) {
+      shared_.counters.cache_invalidations++;
+      demote_slot(evicted);
+    }
+  }
+}
+
+void Loop::execute(const std::vector<Response>& plan) {
+  if (plan.empty()) return;
+  auto find = [this](const std::string& name) -> LocalOp* {
+    auto it = ops_.find(name);
+    return it == ops_.end() ? nullptr : it->second.get();
+  };
+  auto done = [this](const std::string& name, std::exception_ptr error) {
+    auto it = ops_.find(name);
+    if (it == ops_.end()) return;
+    LocalOp& op = *it->second;
+    if (!error && (op.request.op == OpType::kAllreduce || op.request.op == OpType::kBroadcast)) {
+      op.handle->data = op.output;
+      op.handle->bytes = op.request.bytes();
+      op.handle->shape = op.request.shape;
+    }
+    if (op.state == OpState::kCached) shared_.counters.cache_hits++;
+    shared_.complete(op, error);
+    ops_.erase(it);
+  };
+  executor_.run(plan, Clock::now(), find, done);
+}
+
+// When every rank has joined, each rank's join() returns the last rank to join (the
+// highest of those that joined in the final cycle) and joined state resets everywhere.
+void Loop::update_join(const std::vector<bool>& joined_before) {
+  if (std::count(joined_ranks_.begin(), joined_ranks_.end(), true) < size_) return;
+  int last = -1;
+  for (int r = 0; r < size_; ++r) {
+    if (!joined_before[r]) last = r;
+  }
+  std::shared_ptr<HandleState> handle;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    handle = std::move(shared_.join_handle);
+    shared_.join_active = false;
+  }
+  joined_ = false;
+  std::fill(joined_ranks_.begin(), joined_ranks_.end(), false);
+  any_joined_ = false;
+  if (handle) {
+    handle->value = last;
+    handle->finish(nullptr);
+  }
+}
+
+// Fails every op on this rank (pending and not yet drained) and any join with `error`;
+// later enqueues fail with it too.
+void Loop::stop(std::exception_ptr error) {
+  std::vector<std::unique_ptr<LocalOp>> fresh;
+  std::shared_ptr<HandleState> join;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.stopped = error;
+    fresh.swap(shared_.incoming);
+    join = std::move(shared_.join_handle);
+    shared_.join_active = false;
+  }
+  for (auto& op : fresh) shared_.complete(*op, error);
+  for (auto& [name, op] : ops_) shared_.complete(*op, error);
+  ops_.clear();
+  if (join) join->finish(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    CHORUS_LOG(kInfo, "engine") << "rank " << rank_ << " stopped: " << e.what();
+  } catch (...) {
+  }
+}
+
+}  // namespace chorus::engine

@@ -1,0 +1,211 @@
+#include "engine/executor.h"
+
+#include <cstring>
+
+#include "chorus/error.h"
+#include "engine/scale.h"
+#include "util/reduce.h"
+
+namespace chorus::engine {
+namespace {
+
+bool is_float(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
+         t == DataType::kFloat64;
+}
+
+// The communicator does the averaging itself only over every rank; the engine divides by
+// the contributors (joined ranks excluded), so it always asks for a sum.
+ReduceOp comm_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+
+bool fusible(const Response& a, const Response& b) {
+  return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
+         a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&
+         a.agreed.postscale == b.agreed.postscale;
+}
+
+const char* collective_phase(OpType op) {
+  switch (op) {
+    case OpType::kAllreduce:
+      return "ALLREDUCE";
+    case OpType::kAllgather:
+      return "ALLGATHER";
+    case OpType::kBroadcast:
+      return "BROADCAST";
+    case OpType::kAlltoall:
+      return "ALLTOALL";
+    case OpType::kReduceScatter:
+      return "REDUCE_SCATTER";
+    case OpType::kBarrier:
+      return "BARRIER";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void Executor::run(const std::vector<Response>& plan, Clock::time_point planned, const Find& find,
+                   const Done& done) {
+  planned_ = planned;
+  std::vector<bool> taken(plan.size(), false);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (taken[i]) continue;
+    const Response& r = plan[i];
+    if (!r.error.empty()) {
+      taken[i] = true;
+      done(r.name(), std::make_exception_ptr(InvalidArgument(r.error)));
+      continue;
+    }
+    if (r.agreed.op != OpType::kAllreduce) {
+      taken[i] = true;
+      run_other(r, find(r.name()));
+      done(r.name(), nullptr);
+      continue;
+    }
+    auto group = take_group(plan, i, taken);
+    std::vector<LocalOp*> ops;
+    for (const Response* g : group) ops.push_back(find(g->name()));
+    if (group.size() == 1) {
+      allreduce_one(r, ops[0]);
+    } else {
+      allreduce_fused(group, ops);
+    }
+    for (const Response* g : group) done(g->name(), nullptr);
+  }
+}
+
+// plan[first] and the later untaken allreduces compatible with it, in plan order, while
+// they fit the fusion threshold. Every rank has the same plan, so the same groups.
+std::vector<const Response*> Executor::take_group(const std::vector<Response>& plan, size_t first,
+                                                  std::vector<bool>& taken) const {
+  std::vector<const Response*> group{&plan[first]};
+  taken[first] = true;
+  size_t bytes = plan[first].agreed.bytes();
+  if (!worth_fusing(bytes)) return group;
+  for (size_t j = first + 1; j < plan.size(); ++j) {
+    if (taken[j] || !fusible(plan[first], plan[j])) continue;
+    size_t b = plan[j].agreed.bytes();
+    if (!worth_fusing(b) || bytes + b > options_.fusion_threshold) continue;
+    bytes += b;
+    taken[j] = true;
+    group.push_back(&plan[j]);
+  }
+  return group;
+}
+
+// A tensor of at least a quarter of the threshold already amortises a collective's fixed
+// cost about as well as a quarter-full buffer; copying it in and out would cost more
+// (two memory passes) than its own collective saves, so it runs in place.
+bool Executor::worth_fusing(size_t bytes) const { return bytes < options_.fusion_threshold / 4; }
+
+double Executor::post_factor(const Response& r) {
+  double f = r.agreed.postscale;
+  if (r.agreed.reduce == ReduceOp::kAverage && is_float(r.agreed.dtype)) f /= r.contributors;
+  return f;
+}
+
+void Executor::finish_reduction(const Response& r, void* dst, const void* src, size_t count) {
+  scale_copy(r.agreed.dtype, dst, src, count, post_factor(r));
+  if (r.agreed.reduce == ReduceOp::kAverage && !is_float(r.agreed.dtype)) {
+    divide(r.agreed.dtype, dst, count, r.contributors);
+  }
+}
+
+void* Executor::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  std::memset(scratch_.data(), 0, bytes);
+  return scratch_.data();
+}
+
+void Executor::trace(const Response& r, LocalOp* op, const char* phase, Clock::time_point begin,
+                     Clock::time_point end) {
+  if (op == nullptr || !shared_.timeline.active()) return;
+  if (phase == nullptr) {  // the start of the op: its negotiation and queueing
+    shared_.timeline.span(r.name(), "NEGOTIATE", op->enqueued, planned_);
+    shared_.timeline.span(r.name(), "QUEUE", planned_, begin);
+    return;
+  }
+  shared_.timeline.span(r.name(), phase, begin, end);
+}
+
+void Executor::allreduce_one(const Response& r, LocalOp* op) {
+  const Request& a = r.agreed;
+  size_t n = static_cast<size_t>(a.elements());
+  auto t0 = Clock::now();
+  trace(r, op, nullptr, t0, t0);
+  void* out = op ? op->output : scratch(a.bytes());
+  const void* in = op ? op->input : out;
+  if (a.prescale != 1.0) {
+    scale_copy(a.dtype, out, in, n, a.prescale);
+    in = out;
+  }
+  comm_.allreduce(in, out, n, a.dtype, comm_op(a.reduce));
+  finish_reduction(r, out, out, n);
+  shared_.counters.collectives++;
+  trace(r, op, collective_phase(a.op), t0, Clock::now());
+}
+
+void Executor::allreduce_fused(const std::vector<const Response*>& group,
+                               const std::vector<LocalOp*>& ops) {
+  const Request& a = group[0]->agreed;
+  size_t es = dtype_size(a.dtype), total = 0;
+  for (const Response* r : group) total += r->agreed.bytes();
+  if (fusion_.size() < total) fusion_.resize(total);
+  auto t0 = Clock::now();
+  size_t off = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    trace(*group[i], ops[i], nullptr, t0, t0);
+    size_t b = group[i]->agreed.bytes();
+    if (ops[i]) {
+      scale_copy(a.dtype, fusion_.data() + off, ops[i]->input, b / es, a.prescale);
+    } else {
+      std::memset(fusion_.data() + off, 0, b);
+    }
+    off += b;
+  }
+  auto t1 = Clock::now();
+  comm_.allreduce(fusion_.data(), fusion_.data(), total / es, a.dtype, comm_op(a.reduce));
+  auto t2 = Clock::now();
+  off = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    size_t b = group[i]->agreed.bytes();
+    if (ops[i]) finish_reduction(*group[i], ops[i]->output, fusion_.data() + off, b / es);
+    off += b;
+  }
+  auto t3 = Clock::now();
+  for (size_t i = 0; i < group.size(); ++i) {
+    trace(*group[i], ops[i], "MEMCPY_IN_FUSION_BUFFER", t0, t1);
+    trace(*group[i], ops[i], "ALLREDUCE", t1, t2);
+    trace(*group[i], ops[i], "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
+  }
+  shared_.counters.collectives++;
+  shared_.counters.fused_tensors += group.size();
+}
+
+void Executor::run_other(const Response& r, LocalOp* op) {
+  auto t0 = Clock::now();
+  trace(r, op, nullptr, t0, t0);
+  switch (r.agreed.op) {
+    case OpType::kAllgather:
+      allgather(r, op);
+      break;
+    case OpType::kBroadcast:
+      broadcast(r, op);
+      break;
+    case OpType::kAlltoall:
+      alltoall(r, op);
+      break;
+    case OpType::kReduceScatter:
+      reduce_scatter(r, op);
+      break;
+    case OpType::kBarrier:
+      comm_.barrier();
+      break;
+    case OpType::kAllreduce:
+      break;  // handled by run()
+  }
+  shared_.counters.collectives++;
+  trace(r, op, collective_phase(r.agreed.op), t0, Clock::now());
+}
+
+}  // namespace chorus::engine

@@ -1,0 +1,63 @@
+// Runs an agreed plan on the communicator, in plan order on every rank: allreduces are
+// grouped (same dtype, reduce op and scale factors, up to the fusion threshold) and run
+// through the persistent fusion buffer as one collective; other ops run one by one.
+// A rank without a local op for a response (it joined) contributes zeros / no rows.
+//
+// Exceptions from the communicator propagate to the caller (the loop stops the engine).
+// Thread safety: engine thread only.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "chorus/communicator.h"
+#include "chorus/engine.h"
+#include "engine/response.h"
+#include "engine/shared_state.h"
+
+namespace chorus::engine {
+
+class Executor {
+ public:
+  // The local op for a name, or nullptr (this rank joined).
+  using Find = std::function<LocalOp*(const std::string&)>;
+  // Called once per response, after its output is written (error: null on success).
+  using Done = std::function<void(const std::string&, std::exception_ptr)>;
+
+  Executor(Communicator& comm, const EngineOptions& options, Shared& shared)
+      : comm_(comm), options_(options), shared_(shared) {}
+
+  // `planned`: when the plan was agreed (the end of NEGOTIATE in the timeline).
+  void run(const std::vector<Response>& plan, Clock::time_point planned, const Find& find,
+           const Done& done);
+
+ private:
+  std::vector<const Response*> take_group(const std::vector<Response>& plan, size_t first,
+                                          std::vector<bool>& taken) const;
+  bool worth_fusing(size_t bytes) const;
+  void allreduce_one(const Response& r, LocalOp* op);
+  void allreduce_fused(const std::vector<const Response*>& group, const std::vector<LocalOp*>& ops);
+  void run_other(const Response& r, LocalOp* op);
+  void allgather(const Response& r, LocalOp* op);
+  void broadcast(const Response& r, LocalOp* op);
+  void alltoall(const Response& r, LocalOp* op);
+  void reduce_scatter(const Response& r, LocalOp* op);
+
+  // The factor applied after the reduction (postscale, and 1/contributors for an average
+  // of floating-point values), and the integer divisor for an integer average (or 1).
+  static double post_factor(const Response& r);
+  static void finish_reduction(const Response& r, void* dst, const void* src, size_t count);
+  void* scratch(size_t bytes);
+  void trace(const Response& r, LocalOp* op, const char* phase, Clock::time_point begin,
+             Clock::time_point end);
+
+  Communicator& comm_;
+  const EngineOptions& options_;
+  Shared& shared_;
+  Clock::time_point planned_;
+  std::vector<uint8_t> fusion_;   // persistent fusion buffer, grown up to the threshold
+  std::vector<uint8_t> scratch_;  // zeros / receive space for ranks without a local op
+};
+
+}  // namespace chorus::engine

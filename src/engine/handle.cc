@@ -1,0 +1,47 @@
+// Handle: waiting on and reading the result of one enqueued op.
+#include "chorus/error.h"
+#include "engine/handle_state.h"
+#include "util/env.h"
+
+namespace chorus {
+
+void HandleState::finish(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    error = std::move(e);
+  }
+  cv.notify_all();
+}
+
+bool Handle::poll() const {
+  CHORUS_CHECK_ARG(state_ != nullptr, "Handle::poll on an empty handle");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+void Handle::wait(std::chrono::milliseconds timeout) const {
+  CHORUS_CHECK_ARG(state_ != nullptr, "Handle::wait on an empty handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+    CHORUS_THROW(TimeoutError, "engine op not finished after ", timeout.count(), " ms");
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+void Handle::wait() const { wait(default_timeout()); }
+
+const HandleState& Handle::done_state() const {
+  CHORUS_CHECK_ARG(state_ != nullptr, "result of an empty handle");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  CHORUS_CHECK_ARG(state_->done && !state_->error,
+                   "result of an engine op that has not finished successfully");
+  return *state_;
+}
+
+const void* Handle::data() const { return done_state().data; }
+size_t Handle::bytes() const { return done_state().bytes; }
+const std::vector<int64_t>& Handle::shape() const { return done_state().shape; }
+const std::vector<int64_t>& Handle::received_splits() const { return done_state().received_splits; }
+
+}  // namespace chorus

@@ -1,0 +1,201 @@
+// Engine results: ranks submitting in different orders, every op kind, fusion on/off,
+// the response cache's hit path and its invalidation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "engine_harness.h"
+
+namespace chorus::engine::testing {
+namespace {
+
+// Tensor i of rank r, element j: small integers so float sums are exact.
+float value(int r, int i, size_t j) { return static_cast<float>((r + 1) * 3 + i % 7 + j % 5); }
+
+struct Tensors {
+  std::vector<std::vector<float>> in, out;
+  std::vector<int64_t> sizes;
+};
+
+Tensors make_tensors(int rank, int count) {
+  Tensors t;
+  for (int i = 0; i < count; ++i) {
+    int64_t n = 1 + (i * 37) % 300 + (i % 5 == 0 ? 5000 : 0);
+    t.sizes.push_back(n);
+    t.in.emplace_back(n);
+    t.out.emplace_back(n, -1.f);
+    for (int64_t j = 0; j < n; ++j) t.in[i][j] = value(rank, i, j);
+  }
+  return t;
+}
+
+// Every rank enqueues `count` sum allreduces in its own random order, then waits for all.
+void allreduce_step(Engine& e, int rank, Tensors& t, unsigned seed) {
+  std::vector<int> order(t.in.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed * 31 + rank));
+  std::vector<Handle> handles(order.size());
+  for (int i : order) {
+    handles[i] = e.allreduce("t" + std::to_string(i), t.in[i].data(), t.out[i].data(),
+                             DataType::kFloat32, {t.sizes[i]});
+  }
+  for (auto& h : handles) h.wait(kWait);
+}
+
+void check_sums(const Tensors& t, int size) {
+  for (size_t i = 0; i < t.in.size(); ++i) {
+    for (size_t j = 0; j < t.in[i].size(); ++j) {
+      float want = 0;
+      for (int r = 0; r < size; ++r) want += value(r, static_cast<int>(i), j);
+      ASSERT_EQ(t.out[i][j], want) << "tensor " << i << " element " << j;
+    }
+  }
+}
+
+TEST(EngineOps, DifferentOrdersAgree) {
+  EngineGroup g(3);
+  g.run([&](int r, Engine& e) {
+    Tensors t = make_tensors(r, 24);
+    for (unsigned step = 0; step < 3; ++step) {
+      allreduce_step(e, r, t, step);
+      check_sums(t, 3);
+    }
+  });
+  EXPECT_GT(g[0].stats().collectives, 0u);
+}
+
+TEST(EngineOps, FusionOnAndOffGiveIdenticalResults) {
+  std::vector<std::vector<std::vector<float>>> results(2);
+  for (int fused = 0; fused < 2; ++fused) {
+    EngineOptions o = test_options();
+    o.fusion_threshold = fused ? size_t{64} << 20 : 0;
+    EngineGroup g(2, o);
+    g.run([&](int r, Engine& e) {
+      Tensors t = make_tensors(r, 16);
+      for (auto& v : t.in) {
+        for (auto& x : v) x = x / 3.f + 0.1f * static_cast<float>(r);  // inexact values
+      }
+      std::vector<Handle> hs;
+      for (size_t i = 0; i < t.in.size(); ++i) {
+        hs.push_back(e.allreduce("f" + std::to_string(i), t.in[i].data(), t.out[i].data(),
+                                 DataType::kFloat32, {t.sizes[i]}, ReduceOp::kAverage, 0.5, 3.0));
+      }
+      for (auto& h : hs) h.wait(kWait);
+      if (r == 0) results[fused] = t.out;
+    });
+    auto s = g[0].stats();
+    if (fused) {
+      EXPECT_GT(s.fused_tensors, 0u);
+    } else {
+      EXPECT_EQ(s.fused_tensors, 0u);
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(results[0][i].data(), results[1][i].data(),
+                             results[0][i].size() * sizeof(float)))
+        << "tensor " << i;
+  }
+}
+
+TEST(EngineOps, ResponseCacheHitsAndInvalidation) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    Tensors t = make_tensors(r, 8);
+    for (unsigned step = 0; step < 5; ++step) allreduce_step(e, r, t, step);
+    check_sums(t, 2);
+    auto s = e.stats();
+    EXPECT_GE(s.cache_hits, 8u * 3) << "steps after the first should agree through the cache";
+    // Both ranks have read their counters before either changes a shape (an invalidation
+    // reaches every rank's counters).
+    e.barrier("counters read").wait(kWait);
+    // A changed shape invalidates the entry on every rank and renegotiates.
+    std::vector<float> in(10, static_cast<float>(r + 1)), out(10);
+    auto h = e.allreduce("t3", in.data(), out.data(), DataType::kFloat32, {2, 5});
+    h.wait(kWait);
+    EXPECT_EQ(out[9], 3.f);
+    auto after = e.stats();
+    EXPECT_GT(after.cache_invalidations, s.cache_invalidations);
+    EXPECT_GT(after.full_negotiations, s.full_negotiations);
+  });
+}
+
+TEST(EngineOps, SteadyStateSkipsFullNegotiation) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    Tensors t = make_tensors(r, 8);
+    for (unsigned step = 0; step < 3; ++step) allreduce_step(e, r, t, step);
+    auto before = e.stats().full_negotiations;
+    for (unsigned step = 0; step < 5; ++step) allreduce_step(e, r, t, step);
+    EXPECT_EQ(e.stats().full_negotiations, before);
+  });
+}
+
+TEST(EngineOps, AllgatherWithDifferentFirstDims) {
+  EngineGroup g(3);
+  g.run([&](int r, Engine& e) {
+    std::vector<int32_t> in((r + 1) * 2, r);  // shape [r + 1, 2]
+    auto h = e.allgather("ag", in.data(), DataType::kInt32, {r + 1, 2});
+    h.wait(kWait);
+    EXPECT_EQ(h.shape(), (std::vector<int64_t>{6, 2}));
+    ASSERT_EQ(h.bytes(), 12 * sizeof(int32_t));
+    auto* out = static_cast<const int32_t*>(h.data());
+    std::vector<int32_t> want{0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
+    EXPECT_EQ(std::vector<int32_t>(out, out + 12), want);
+  });
+}
+
+TEST(EngineOps, BroadcastAlltoallReduceScatterBarrier) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    std::vector<double> b(4, r == 1 ? 7.5 : 0.0);
+    auto hb = e.broadcast("bc", b.data(), DataType::kFloat64, {4}, 1);
+    // alltoall: rank 0 sends 1 row to 0 and 2 rows to 1; rank 1 sends 3 rows to 0, 0 to 1.
+    std::vector<int64_t> splits = r == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{3, 0};
+    std::vector<float> a(3 * 2);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(r * 100 + i);
+    auto ha = e.alltoall("a2a", a.data(), DataType::kFloat32, {3, 2}, splits);
+    std::vector<float> rs(5, static_cast<float>(r + 1));  // average over 2 ranks = 1.5
+    auto hr = e.reduce_scatter("rs", rs.data(), DataType::kFloat32, {5}, ReduceOp::kAverage);
+    auto hbar = e.barrier();
+    for (auto* h : {&hb, &ha, &hr, &hbar}) h->wait(kWait);
+    EXPECT_EQ(b, std::vector<double>(4, 7.5));
+    auto* ao = static_cast<const float*>(ha.data());
+    if (r == 0) {
+      EXPECT_EQ(ha.received_splits(), (std::vector<int64_t>{1, 3}));
+      EXPECT_EQ(std::vector<float>(ao, ao + 8),
+                (std::vector<float>{0, 1, 100, 101, 102, 103, 104, 105}));
+    } else {
+      EXPECT_EQ(ha.received_splits(), (std::vector<int64_t>{2, 0}));
+      EXPECT_EQ(std::vector<float>(ao, ao + 4), (std::vector<float>{2, 3, 4, 5}));
+    }
+    EXPECT_EQ(hr.shape(), (std::vector<int64_t>{r == 0 ? 3 : 2}));
+    auto* ro = static_cast<const float*>(hr.data());
+    for (int64_t i = 0; i < hr.shape()[0]; ++i) EXPECT_EQ(ro[i], 1.5f);
+  });
+}
+
+TEST(EngineOps, ReduceOpsAndScaleFactors) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    std::vector<int32_t> mx{r, 10 - r}, mn{r, 10 - r}, prod{r + 2, 3};
+    auto h1 = e.allreduce("max", mx.data(), mx.data(), DataType::kInt32, {2}, ReduceOp::kMax);
+    auto h2 = e.allreduce("min", mn.data(), mn.data(), DataType::kInt32, {2}, ReduceOp::kMin);
+    auto h3 =
+        e.allreduce("prod", prod.data(), prod.data(), DataType::kInt32, {2}, ReduceOp::kProduct);
+    std::vector<float> s{1.f + r, 2.f};
+    // (1*2 + 2*2) * 0.25 = 1.5; (2*2 + 2*2) * 0.25 = 2
+    auto h4 = e.allreduce("scaled", s.data(), s.data(), DataType::kFloat32, {2}, ReduceOp::kSum,
+                          2.0, 0.25);
+    for (auto* h : {&h1, &h2, &h3, &h4}) h->wait(kWait);
+    EXPECT_EQ(mx, (std::vector<int32_t>{1, 10}));
+    EXPECT_EQ(mn, (std::vector<int32_t>{0, 9}));
+    EXPECT_EQ(prod, (std::vector<int32_t>{6, 9}));
+    EXPECT_EQ(s, (std::vector<float>{1.5f, 2.f}));
+  });
+}
+
+}  // namespace
+}  // namespace chorus::engine::testing
