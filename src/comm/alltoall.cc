@@ -1,6 +1,8 @@
 // alltoallv by pairwise exchange and the dissemination barrier.
 #include <cstring>
 
+#include <cstdint>
+
 #include "comm/algorithms.h"
 
 namespace chorus::comm {
@@ -42,9 +44,11 @@ void alltoallv_pairwise(Context& ctx, const void* send, const std::vector<size_t
 void barrier_dissemination(Context& ctx) {
   int p = ctx.size(), r = ctx.rank();
   for (int k = 1; k < p; k <<= 1) {
-    char out = 1, in = 0;
-    Transfer t[2] = {Transfer::recv(ctx.link(mod(r - k, p)), &in, 1),
-                     Transfer::send(ctx.link(mod(r + k, p)), &out, 1)};
+    // 8-byte tokens keep every link's byte stream 8-aligned, so the shared-memory rings
+    // stay aligned for reducing in place (comm/recv_reduce.h) after a barrier.
+    uint64_t out = 1, in = 0;
+    Transfer t[2] = {Transfer::recv(ctx.link(mod(r - k, p)), &in, sizeof(in)),
+                     Transfer::send(ctx.link(mod(r + k, p)), &out, sizeof(out))};
     ctx.progress.finish(t, 2);
   }
 }

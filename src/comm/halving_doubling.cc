@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "comm/algorithms.h"
+#include "comm/recv_reduce.h"
 #include "util/reduce.h"
 
 namespace chorus::comm {
@@ -42,24 +43,22 @@ Fold make_fold(int rank, int p) {
 void exchange_reduce(Context& ctx, int peer, const char* send, size_t send_bytes, char* dest,
                      const char* in, size_t recv_bytes, DataType type, ReduceOp op,
                      bool send_guards_dest) {
-  size_t es = dtype_size(type);
-  char* incoming = ctx.ws.incoming.get(recv_bytes);
   transport::Link& link = ctx.link(peer);
-  Transfer t[2] = {Transfer::recv(link, incoming, recv_bytes),
+  Transfer t[2] = {Transfer::recv(link, ctx.ws.incoming.get(recv_bytes), recv_bytes),
                    Transfer::send(link, send, send_bytes)};
-  size_t reduced = 0;
-  while (reduced < recv_bytes || !t[1].complete()) {
-    bool moved = ctx.progress.poll(t, 2);
-    size_t ready = t[0].done;
-    if (send_guards_dest) ready = std::min(ready, t[1].done);
-    ready = ready / es * es;
-    if (ready > reduced && (ready - reduced >= kReduceBlock || ready == recv_bytes)) {
-      size_t n = std::min(ready - reduced, kReduceBlock);
-      reduce_pair(type, op, dest + reduced, in + reduced, incoming + reduced, n / es);
-      reduced += n;
-      moved = true;
+  RecvReduce reducer(&t[0], dest, in, type, op);
+  while (!reducer.done() || !t[1].complete()) {
+    bool moved = ctx.progress.poll(&t[1], 1);
+    size_t allowed = send_guards_dest ? t[1].done - reducer.reduced() : recv_bytes;
+    if (reducer.pump(ctx.progress, std::min(allowed, kReduceBlock)) > 0) moved = true;
+    if (moved) continue;
+    // Held back by our own send: waiting for the peer's bytes would return at once.
+    bool send_limits = send_guards_dest && t[1].done - reducer.reduced() < dtype_size(type);
+    if (send_limits && !t[1].complete()) {
+      ctx.progress.idle(&t[1], 1);
+    } else {
+      ctx.progress.idle(t, 2);
     }
-    if (!moved) ctx.progress.idle(t, 2);
   }
 }
 

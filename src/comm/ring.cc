@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/algorithms.h"
+#include "comm/recv_reduce.h"
 #include "util/reduce.h"
 
 namespace chorus::comm {
@@ -34,7 +35,7 @@ class RingStream {
   bool pump_recv();
   bool pump_send();
   bool reduce_arrived();
-  size_t recv_available() const { return recv_reduces_ ? recv_reduced_ : xfer_[0].done; }
+  size_t recv_available() const { return recv_reduces_ ? reducer_.reduced() : xfer_[0].done; }
   size_t send_available() const;
 
   Context& ctx_;
@@ -49,8 +50,7 @@ class RingStream {
   size_t send_full_ = 0;  // bytes of the current outgoing unit
   bool recv_reduces_ = false, recv_final_ = false;
   char* recv_dest_ = nullptr;
-  const char* recv_in_ = nullptr;
-  size_t recv_reduced_ = 0;
+  RecvReduce reducer_;  // of xfer_[0] while recv_reduces_
 };
 
 RingStream::RingStream(Context& ctx, const RingSpec& spec)
@@ -88,7 +88,6 @@ void RingStream::chunk(int seg, size_t j, size_t* off, size_t* cnt) const {
 }
 
 void RingStream::start_recv() {
-  recv_reduced_ = 0;
   if (recv_unit_ == units_) {
     xfer_[0] = Transfer{};
     return;
@@ -99,8 +98,8 @@ void RingStream::start_recv() {
   if (recv_reduces_) {
     recv_final_ = step + 1 == rs_steps_;
     recv_dest_ = recv_final_ ? own_ptr(off) : s_.acc + off * es_;
-    recv_in_ = s_.src + off * es_;
     xfer_[0] = Transfer::recv(left_, incoming_, cnt * es_);
+    reducer_ = RecvReduce(&xfer_[0], recv_dest_, s_.src + off * es_, s_.type, s_.op);
   } else {
     xfer_[0] = Transfer::recv(left_, s_.acc + off * es_, cnt * es_);
   }
@@ -142,17 +141,13 @@ bool RingStream::pump_send() {
 }
 
 bool RingStream::reduce_arrived() {
-  size_t ready = xfer_[0].done / es_ * es_;
   bool any = false;
-  while (recv_reduced_ < ready) {
-    size_t n = std::min(ready - recv_reduced_, kReduceBlock);
-    char* dest = recv_dest_ + recv_reduced_;
-    reduce_pair(s_.type, s_.op, dest, recv_in_ + recv_reduced_, incoming_ + recv_reduced_, n / es_);
-    if (recv_final_ && s_.divisor > 1) divide(s_.type, dest, n / es_, s_.divisor);
-    recv_reduced_ += n;
+  while (size_t n = reducer_.pump(ctx_.progress, kReduceBlock)) {
+    if (recv_final_ && s_.divisor > 1) {
+      divide(s_.type, recv_dest_ + reducer_.reduced() - n, n / es_, s_.divisor);
+    }
     any = true;
     pump_send();
-    if (ctx_.progress.poll(&xfer_[0], 1)) ready = xfer_[0].done / es_ * es_;
   }
   return any;
 }
@@ -160,9 +155,13 @@ bool RingStream::reduce_arrived() {
 bool RingStream::pump_recv() {
   bool moved = false;
   while (recv_unit_ < units_) {
-    if (ctx_.progress.poll(&xfer_[0], 1)) moved = true;
-    if (recv_reduces_ && reduce_arrived()) moved = true;
-    if (!xfer_[0].complete() || recv_available() < xfer_[0].size) break;
+    if (recv_reduces_) {
+      if (reduce_arrived()) moved = true;
+      if (!reducer_.done()) break;
+    } else {
+      if (ctx_.progress.poll(&xfer_[0], 1)) moved = true;
+      if (!xfer_[0].complete()) break;
+    }
     ++recv_unit_;
     start_recv();
     moved = true;

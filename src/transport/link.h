@@ -6,8 +6,10 @@
 // abort() may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
+
 
 namespace chorus::transport {
 
@@ -29,6 +31,33 @@ class Link {
   // progress, or -1 when the link has none and must be polled by calling try_* (shared
   // memory). Progress sleeps in poll() only when every waiting link has a descriptor.
   virtual int poll_fd() const = 0;
+
+  // Blocks until the given direction of this link may progress (for_send: try_send would
+  // accept a byte; otherwise try_recv / peek_recv would yield one), the link breaks, or
+  // `max_wait` passes, whichever is first. It may also return early for no reason, so callers
+  // re-check. Returns false, at once, when the link cannot block this way (then Progress
+  // falls back to poll_fd() or to spinning and sleeping). Never throws: a broken link is
+  // reported by the next try_* or check_alive(). For links without a descriptor.
+  virtual bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) {
+    (void)for_send;
+    (void)max_wait;
+    return false;
+  }
+
+  // Zero-copy receive: the next received bytes, in place in the link's own memory.
+  // Returns nullptr when the link does not lend its memory (then use try_recv; whether a
+  // link does never changes). Otherwise returns where the next byte is or will be and sets
+  // *available to how many bytes are readable there contiguously — possibly 0, and possibly
+  // fewer than have arrived (the rest follows elsewhere, e.g. after a ring's wrap point, so
+  // a multi-byte element may be cut there). The bytes stay valid and unchanged until
+  // consume_recv(); try_recv must not be mixed in between. Throws IoError like try_recv.
+  virtual const char* peek_recv(size_t* available) {
+    *available = 0;
+    return nullptr;
+  }
+  // Hands back the first n bytes of the last peek_recv(), as if try_recv had read them.
+  // REQUIRES: peek_recv returned non-null and n <= its *available.
+  virtual void consume_recv(size_t n) { (void)n; }
 
   // Called by idle waits, at most about once a millisecond; throws IoError when the peer
   // is known to be gone (a link without a descriptor has no other way to find out).

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -14,7 +15,16 @@
 namespace chorus::transport {
 namespace {
 
-constexpr unsigned kSpinRounds = 4000;  // ~tens of microseconds of pure spinning
+// Pure spinning first: a partner running on another core answers a small message within
+// about a microsecond, far sooner than any wake-up from the kernel.
+constexpr auto kSpinPhase = std::chrono::microseconds(50);
+constexpr unsigned kClockEvery = 16;  // spin rounds per clock read
+// Blocking on one link (wait_ready) at a time, for at most this long, so that liveness is
+// checked and the deadline enforced. Shorter when other links are waited on too, since
+// only the chosen link's peer can wake us.
+constexpr auto kWaitSlice = std::chrono::milliseconds(1);
+constexpr auto kSharedWaitSlice = std::chrono::microseconds(100);
+// Links that can neither poll() nor block: sched_yield, then sleeps.
 constexpr auto kYieldPhase = std::chrono::milliseconds(2);
 constexpr auto kMaxSleep = std::chrono::microseconds(500);
 constexpr auto kAliveInterval = std::chrono::milliseconds(1);
@@ -51,6 +61,20 @@ bool Progress::poll(Transfer* transfers, size_t n) {
   return moved;
 }
 
+const char* Progress::peek_recv(Transfer& t, size_t* available) {
+  try {
+    return t.link->peek_recv(available);
+  } catch (const IoError& e) {
+    throw IoError(what() + ": " + e.what());
+  }
+}
+
+void Progress::consume_recv(Transfer& t, size_t n) {
+  t.link->consume_recv(n);
+  t.done += n;
+  if (n > 0) reset_backoff();
+}
+
 bool Progress::all_have_fds(Transfer* transfers, size_t n) const {
   for (size_t i = 0; i < n; ++i) {
     if (!transfers[i].complete() && transfers[i].link->poll_fd() < 0) return false;
@@ -84,6 +108,25 @@ void Progress::check_alive(Transfer* transfers, size_t n) {
   }
 }
 
+// Blocks on the first incomplete receive on a link without a descriptor (whatever arrives
+// there is what most algorithms wait for), else on such a send. False when none can block.
+bool Progress::block_on_link(Transfer* transfers, size_t n, Clock::time_point now) {
+  Transfer* chosen = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    Transfer& t = transfers[i];
+    if (t.complete() || t.link->poll_fd() >= 0) continue;
+    if (chosen == nullptr || (chosen->is_send && !t.is_send)) chosen = &t;
+  }
+  if (chosen == nullptr) return false;
+  bool alone = true;
+  for (size_t i = 0; i < n; ++i) {
+    alone = alone && (transfers[i].complete() || transfers[i].link == chosen->link);
+  }
+  Clock::duration slice = alone ? Clock::duration(kWaitSlice) : kSharedWaitSlice;
+  slice = std::min<Clock::duration>(slice, deadline_.at() - now);
+  return chosen->link->wait_ready(chosen->is_send, slice);
+}
+
 void Progress::idle(Transfer* transfers, size_t n) {
   if (idle_rounds_ == 0) idle_since_ = last_alive_check_ = Clock::now();
   ++idle_rounds_;
@@ -92,7 +135,7 @@ void Progress::idle(Transfer* transfers, size_t n) {
     wait_fds(transfers, n);
     return;
   }
-  if (idle_rounds_ < kSpinRounds) {
+  if (idle_rounds_ % kClockEvery != 0) {
     cpu_relax();
     return;
   }
@@ -103,6 +146,12 @@ void Progress::idle(Transfer* transfers, size_t n) {
     check_alive(transfers, n);
   }
   auto waited = now - idle_since_;
+  if (waited < kSpinPhase) {
+    cpu_relax();
+    return;
+  }
+  if (block_on_link(transfers, n, now)) return;
+  waited -= kSpinPhase;
   if (waited < kYieldPhase) {
     sched_yield();
   } else {

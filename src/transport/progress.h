@@ -1,7 +1,9 @@
 // Progress drives a set of transfers on (possibly different kinds of) links from the calling
 // thread: it moves bytes without blocking and, when nothing moves, waits in the cheapest way
-// the links allow — poll() when every waiting link has a descriptor, otherwise a short spin,
-// then sched_yield, then brief sleeps, checking peer liveness about every millisecond.
+// the links allow — poll() when every waiting link has a descriptor; otherwise a short spin,
+// then blocking on one link that supports Link::wait_ready (shared memory: a futex the peer
+// rings) in slices of about a millisecond, or, where no link can block, sched_yield and
+// brief sleeps. Peer liveness is checked about every millisecond.
 // It never waits past its Deadline: TimeoutError names the operation and the waiting peers.
 #pragma once
 
@@ -45,6 +47,11 @@ class Progress {
   // Link errors are rethrown with the operation's name prepended (same exception type).
   bool poll(Transfer* transfers, size_t n);
 
+  // Zero-copy receive for transfer t (a receive): Link::peek_recv / consume_recv with the
+  // same error reporting as poll(). consume_recv advances t.done by n.
+  const char* peek_recv(Transfer& t, size_t* available);
+  void consume_recv(Transfer& t, size_t n);
+
   // Called when poll() moved nothing: waits for a chance of progress, following the
   // backoff above. Throws TimeoutError when the deadline has passed.
   void idle(Transfer* transfers, size_t n);
@@ -60,6 +67,7 @@ class Progress {
   bool all_have_fds(Transfer* transfers, size_t n) const;
   void wait_fds(Transfer* transfers, size_t n);
   void check_alive(Transfer* transfers, size_t n);
+  bool block_on_link(Transfer* transfers, size_t n, Clock::time_point now);
   [[noreturn]] void throw_timeout(Transfer* transfers, size_t n) const;
 
   Deadline deadline_;

@@ -105,6 +105,83 @@ TEST(ShmLink, ClosedPeerIsSeenByCheckAlive) {
   EXPECT_THROW(p.a->check_alive(), IoError);
 }
 
+TEST(ShmLink, PeekAndConsumeReadInPlaceAcrossTheWrap) {
+  LinkPair p = make_shm_pair(4096);
+  std::vector<char> out = payload(0, 1, 3000), in;
+  ASSERT_EQ(p.a->try_send(out.data(), out.size()), out.size());
+  size_t n = 0;
+  const char* at = p.b->peek_recv(&n);
+  ASSERT_NE(at, nullptr);
+  ASSERT_EQ(n, 3000u);
+  in.assign(at, at + 2000);
+  p.b->consume_recv(2000);
+  // 3000 bytes readable from offset 2000: 2096 up to the wrap point, 904 after it.
+  ASSERT_EQ(p.a->try_send(out.data(), 2000), 2000u);
+  for (size_t want : {size_t{2096}, size_t{904}}) {
+    at = p.b->peek_recv(&n);
+    ASSERT_EQ(n, want);
+    in.insert(in.end(), at, at + n);
+    p.b->consume_recv(n);
+  }
+  out.insert(out.end(), out.begin(), out.begin() + 2000);
+  EXPECT_EQ(in, out);
+  at = p.b->peek_recv(&n);
+  EXPECT_NE(at, nullptr);
+  EXPECT_EQ(n, 0u);
+}
+
+TEST(Link, TcpLendsNoMemoryAndCannotBlock) {
+  LinkPair p = make_tcp_pair();
+  size_t n = 1;
+  EXPECT_EQ(p.a->peek_recv(&n), nullptr);
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(p.a->wait_ready(false, std::chrono::milliseconds(100)));
+}
+
+// Time spent in wait_ready while `wake` runs on another thread after a short delay.
+template <typename Wake>
+std::chrono::milliseconds time_wait(Link& waiter, bool for_send, Wake wake) {
+  auto start = Clock::now();
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    wake();
+  });
+  while (Clock::now() - start < std::chrono::milliseconds(20)) {
+    EXPECT_TRUE(waiter.wait_ready(for_send, std::chrono::seconds(5)));  // may return early
+  }
+  EXPECT_TRUE(waiter.wait_ready(for_send, std::chrono::seconds(5)));
+  other.join();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+TEST(ShmLink, SleeperIsWokenByDataSpaceAndAbort) {
+  LinkPair p = make_shm_pair(4096);
+  char c = 7;
+  // Nothing to read: the peer's send wakes us long before the 5 s slice ends.
+  EXPECT_LT(time_wait(*p.b, false, [&] { EXPECT_EQ(p.a->try_send(&c, 1), 1u); }).count(), 2000);
+  EXPECT_EQ(p.b->try_recv(&c, 1), 1u);
+  // A full ring: the peer's read frees space and wakes the writer.
+  std::vector<char> big(4096, 'x');
+  ASSERT_EQ(p.a->try_send(big.data(), big.size()), big.size());
+  EXPECT_LT(time_wait(*p.a, true, [&] { EXPECT_EQ(p.b->try_recv(big.data(), 10), 10u); }).count(),
+            2000);
+  // Data pending already: no sleep at all.
+  auto start = Clock::now();
+  EXPECT_TRUE(p.b->wait_ready(false, std::chrono::seconds(5)));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  // Abort from the peer (or another thread) wakes a sleeper that could otherwise not progress.
+  LinkPair q = make_shm_pair(4096);
+  EXPECT_LT(time_wait(*q.b, false, [&] { q.a->abort(); }).count(), 2000);
+  EXPECT_THROW(q.b->try_recv(&c, 1), IoError);
+}
+
+TEST(ShmLink, WaitReadyTimesOutWithoutAWake) {
+  LinkPair p = make_shm_pair(4096);
+  auto start = Clock::now();
+  EXPECT_TRUE(p.b->wait_ready(false, std::chrono::milliseconds(30)));
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(25));
+}
+
 TEST(ShmSegment, RejectsMalformedSegments) {
   net::Fd memfd;
   shm::Segment s = shm::Segment::create(8192, memfd);

@@ -18,8 +18,9 @@ ShmLink::ShmLink(int rank, int peer, int side, shm::Segment segment, net::Fd liv
       liveness_(std::move(liveness)) {
   shm::SegmentHeader* h = segment_.header();
   uint64_t bytes = segment_.ring_bytes();
-  writer_ = shm::RingWriter(&h->rings[side_], segment_.ring_data(side_), bytes);
-  reader_ = shm::RingReader(&h->rings[1 - side_], segment_.ring_data(1 - side_), bytes);
+  shm::Doorbell* peer_bell = &h->doorbells[1 - side_];
+  writer_ = shm::RingWriter(&h->rings[side_], segment_.ring_data(side_), bytes, peer_bell);
+  reader_ = shm::RingReader(&h->rings[1 - side_], segment_.ring_data(1 - side_), bytes, peer_bell);
 }
 
 // Closing the socket (in liveness_'s destructor) is what tells the peer we are gone.
@@ -40,11 +41,25 @@ void ShmLink::check_alive() {
                " is gone (its process exited or was killed)");
 }
 
+bool ShmLink::wait_ready(bool for_send, std::chrono::nanoseconds max_wait) {
+  // The peer's ring counters are loaded after sleep_unless's fence (see doorbell.h), and
+  // so is `aborted_by`: abort() sets it before ringing.
+  auto can_progress = [&] {
+    return broken() || (for_send ? writer_.has_space() : reader_.has_data());
+  };
+  shm::sleep_unless(segment_.header()->doorbells[side_], can_progress, max_wait);
+  return true;
+}
+
 void ShmLink::abort() noexcept {
   locally_aborted_.store(true, std::memory_order_relaxed);
+  shm::SegmentHeader* h = segment_.header();
   uint32_t none = 0;
-  segment_.header()->aborted_by.compare_exchange_strong(none, static_cast<uint32_t>(side_ + 1),
-                                                        std::memory_order_release);
+  h->aborted_by.compare_exchange_strong(none, static_cast<uint32_t>(side_ + 1),
+                                        std::memory_order_seq_cst);
+  // Both sides: the peer, and this side when another thread drives it and sleeps.
+  shm::ring(h->doorbells[0]);
+  shm::ring(h->doorbells[1]);
   ::shutdown(liveness_.get(), SHUT_RDWR);
 }
 

@@ -2,7 +2,8 @@
 // one SPSC ring per direction, so try_send/try_recv are a memcpy plus an atomic or two.
 // A Unix socket to the peer stays open for liveness only: check_alive() sees the peer's
 // end close (exit, crash, SIGKILL) as EOF/POLLHUP. abort() sets the segment's shared
-// 'aborted' flag, which the peer's next try_* notices without any system call.
+// 'aborted' flag, which the peer's next try_* notices without any system call, and rings
+// both doorbells so that a side asleep in wait_ready() notices at once.
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,13 @@ class ShmLink : public Link {
     if (broken()) throw_broken("receive");
     return reader_.read(data, n);
   }
+  const char* peek_recv(size_t* available) override {
+    if (broken()) throw_broken("receive");
+    return reader_.peek(available);
+  }
+  void consume_recv(size_t n) override { reader_.consume(n); }
   int poll_fd() const override { return -1; }
+  bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
   void abort() noexcept override;
   std::string describe() const override;

@@ -4,7 +4,8 @@
 // release store after copying, the reader observes with an acquire load before copying:
 // that pair is the only synchronisation, so the hot path has no system call, no lock and no
 // allocation. Each side caches the other's counter and reloads it only when the cached
-// value says the ring is full (writer) or empty (reader).
+// value says the ring is full (writer) or empty (reader). After each publication a side rings
+// the peer's doorbell if the peer sleeps (doorbell.h): no system call while both are awake.
 #pragma once
 
 #include <algorithm>
@@ -13,9 +14,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace chorus::transport::shm {
+#include "transport/shm/doorbell.h"
 
-constexpr size_t kCacheLine = 64;
+namespace chorus::transport::shm {
 
 struct RingCounters {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
@@ -31,9 +32,10 @@ constexpr size_t kPublishChunk = 128 << 10;
 class RingWriter {
  public:
   RingWriter() = default;
-  // REQUIRES: capacity is a power of two; data has capacity bytes.
-  RingWriter(RingCounters* counters, char* data, uint64_t capacity)
-      : counters_(counters), data_(data), capacity_(capacity) {
+  // REQUIRES: capacity is a power of two; data has capacity bytes. `peer` (may be null) is
+  // the reader's doorbell, rung when it sleeps and new bytes are published.
+  RingWriter(RingCounters* counters, char* data, uint64_t capacity, Doorbell* peer = nullptr)
+      : counters_(counters), data_(data), capacity_(capacity), peer_(peer) {
     head_ = counters->head.load(std::memory_order_relaxed);
     tail_cache_ = counters->tail.load(std::memory_order_acquire);
   }
@@ -53,8 +55,15 @@ class RingWriter {
       done += piece;
       head_ += piece;
       counters_->head.store(head_, std::memory_order_release);
+      wake_if_sleeping(peer_);
     }
     return n;
+  }
+
+  // Whether write() would accept a byte now (reloads the reader's counter).
+  bool has_space() {
+    tail_cache_ = counters_->tail.load(std::memory_order_acquire);
+    return head_ - tail_cache_ < capacity_;
   }
 
  private:
@@ -68,6 +77,7 @@ class RingWriter {
   RingCounters* counters_ = nullptr;
   char* data_ = nullptr;
   uint64_t capacity_ = 0;
+  Doorbell* peer_ = nullptr;
   uint64_t head_ = 0;
   uint64_t tail_cache_ = 0;
 };
@@ -75,8 +85,9 @@ class RingWriter {
 class RingReader {
  public:
   RingReader() = default;
-  RingReader(RingCounters* counters, const char* data, uint64_t capacity)
-      : counters_(counters), data_(data), capacity_(capacity) {
+  // `peer` (may be null) is the writer's doorbell, rung when it sleeps and space is freed.
+  RingReader(RingCounters* counters, const char* data, uint64_t capacity, Doorbell* peer = nullptr)
+      : counters_(counters), data_(data), capacity_(capacity), peer_(peer) {
     tail_ = counters->tail.load(std::memory_order_relaxed);
     head_cache_ = counters->head.load(std::memory_order_acquire);
   }
@@ -94,13 +105,36 @@ class RingReader {
       size_t piece = std::min(n - done, kPublishChunk);
       copy_out(to + done, piece);
       done += piece;
-      tail_ += piece;
-      counters_->tail.store(tail_, std::memory_order_release);
+      release(piece);
     }
     return n;
   }
 
+  // Zero-copy read: the readable bytes that are contiguous in memory (they stop at the wrap
+  // point), in place. They stay valid and unchanged until consume() hands them back.
+  const char* peek(size_t* available) {
+    head_cache_ = counters_->head.load(std::memory_order_acquire);
+    size_t at = static_cast<size_t>(tail_ & (capacity_ - 1));
+    *available = static_cast<size_t>(std::min<uint64_t>(head_cache_ - tail_, capacity_ - at));
+    return data_ + at;
+  }
+  // REQUIRES: n <= what peek() reported.
+  void consume(size_t n) { release(n); }
+
+  // Whether read() would return a byte now (reloads the writer's counter).
+  bool has_data() {
+    head_cache_ = counters_->head.load(std::memory_order_acquire);
+    return head_cache_ != tail_;
+  }
+
  private:
+  // The release store orders our reads of the bytes before the writer's reuse of them.
+  void release(size_t n) {
+    tail_ += n;
+    counters_->tail.store(tail_, std::memory_order_release);
+    wake_if_sleeping(peer_);
+  }
+
   void copy_out(char* dst, size_t n) {
     size_t at = static_cast<size_t>(tail_ & (capacity_ - 1));
     size_t first = std::min<size_t>(n, capacity_ - at);
@@ -111,6 +145,7 @@ class RingReader {
   RingCounters* counters_ = nullptr;
   const char* data_ = nullptr;
   uint64_t capacity_ = 0;
+  Doorbell* peer_ = nullptr;
   uint64_t tail_ = 0;
   uint64_t head_cache_ = 0;
 };

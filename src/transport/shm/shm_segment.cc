@@ -109,4 +109,6 @@ static_assert(offsetof(SegmentHeader, ring_bytes) == 16);
 static_assert(offsetof(SegmentHeader, aborted_by) == 64);
 static_assert(offsetof(SegmentHeader, rings) == 128);
 static_assert(sizeof(RingCounters) == 128);
+static_assert(offsetof(SegmentHeader, doorbells) == 384);
+static_assert(offsetof(Doorbell, sleeping) == 64 && sizeof(Doorbell) == 128);
 }  // namespace chorus::transport::shm

@@ -1,5 +1,6 @@
 // The shared memory behind one shared-memory link: a header page (magic, ring size, the
-// shared 'aborted' flag, the two rings' counters) followed by one ring per direction.
+// shared 'aborted' flag, the two rings' counters, one doorbell per side) followed by one
+// ring per direction.
 //
 // The segment is an anonymous memfd: it has no name anywhere (nothing in /dev/shm), its
 // descriptor is passed to the peer over a Unix socket, and the kernel frees it when the
@@ -24,10 +25,11 @@ struct SegmentHeader {
   // 0 while healthy; 1 + side of the end that called abort().
   alignas(kCacheLine) std::atomic<uint32_t> aborted_by;
   RingCounters rings[2];  // rings[s] carries bytes from side s to side 1 - s
+  Doorbell doorbells[2];  // doorbells[s] is where side s sleeps; the other side rings it
 };
 
 constexpr uint64_t kSegmentMagic = 0x67655373756f6863ull;  // "chorusSeg"
-constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kSegmentVersion = 2;  // 2: doorbells
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "header must fit its page");
 
