@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Training throughput, chorus vs PyTorch DDP, in one run (docs/torch.md).
+#
+# The same job on both sides: the Fashion-MNIST CNN of examples/fashion_mnist (2.77 M
+# parameters), the real IDX files of dataset-fashion-mnist, per-worker batch 64, SGD, one
+# intra-op thread per worker (OMP/OpenBLAS threads 1 as well), 1 and 2 workers on this host.
+# chorus: build/examples/fashion_mnist/fashion_mnist under chorusrun; DDP: Debian's
+# python3-torch with the gloo backend (ddp_fashion_mnist.py). Each configuration runs
+# --repeat times, interleaved (c1 c2 d1 d2 c1 c2 ...) so that the machine's noise hits all
+# of them alike; the median is reported. samples/s counts global samples after the warmup.
+#
+#   bench/torch_ddp/compare_training.sh [--build DIR] [--steps N] [--warmup N] [--repeat R]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../../build"
+steps=200
+warmup=20
+repeat=3
+python=/usr/bin/python3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    *) echo "compare_training.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+build=$(cd "$build" && pwd)
+chorusrun="$build/tools/chorusrun/chorusrun"
+example="$build/examples/fashion_mnist/fashion_mnist"
+[[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+chorus_rate() {  # workers -> samples/s
+  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
+      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
+}
+ddp_rate() {
+  "$python" "$here/ddp_fashion_mnist.py" --workers "$1" --steps "$steps" \
+      --warmup-steps "$warmup" --threads 1 2>&1 | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+declare -a c1 c2 d1 d2
+echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
+echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((i = 1; i <= repeat; i++)); do
+  c1+=("$(chorus_rate 1)"); c2+=("$(chorus_rate 2)")
+  d1+=("$(ddp_rate 1)"); d2+=("$(ddp_rate 2)")
+  echo "# run $i: chorus-1 ${c1[-1]}  chorus-2 ${c2[-1]}  ddp-1 ${d1[-1]}  ddp-2 ${d2[-1]}"
+done
+mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
+awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" 'BEGIN {
+  printf "%-10s %8s %14s %12s\n", "system", "workers", "samples/s", "scaling";
+  printf "%-10s %8d %14.0f %12s\n", "chorus", 1, c1, "-";
+  printf "%-10s %8d %14.0f %11.0f%%\n", "chorus", 2, c2, 100 * c2 / (2 * c1);
+  printf "%-10s %8d %14.0f %12s\n", "ddp-gloo", 1, d1, "-";
+  printf "%-10s %8d %14.0f %11.0f%%\n", "ddp-gloo", 2, d2, 100 * d2 / (2 * d1);
+  r = c2 / d2; e = c2 / (2 * c1);
+  printf "chorus-2 / ddp-2 = %.2fx (bar >= 2x: %s); chorus 2-worker efficiency %.0f%% (bar >= 75%%: %s)\n",
+         r, (r >= 2 ? "met" : "NOT met"), 100 * e, (e >= 0.75 ? "met" : "NOT met");
+  printf "chorus-1 / ddp-1 = %.2fx\n", c1 / d1;
+}'

@@ -1,0 +1,23 @@
+// Reading IDX files (the MNIST family's format), plain or gzip-compressed.
+//
+// IDX: magic 0x00 0x00 <type> <ndims>, then ndims big-endian uint32 sizes, then the data
+// (row-major). Only type 0x08 (unsigned byte) is read, which is what (Fashion-)MNIST uses.
+// Errors: IoError (missing or unreadable file), InvalidArgument (not an IDX byte file,
+// truncated data).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::examples {
+
+struct IdxArray {
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // product(shape) bytes
+};
+
+// `path` may name the file itself or lack its ".gz" (then path + ".gz" is tried too).
+IdxArray read_idx(const std::string& path);
+
+}  // namespace chorus::examples

@@ -1,0 +1,223 @@
+// Fashion-MNIST, data-parallel: the multi-worker tutorial's model (Conv2D 32 3x3 relu ->
+// Flatten -> Dense 128 relu -> Dense 10, 2.77 M parameters) trained with SGD through
+// chorus::DistributedOptimizer. Per-worker batch 64 (global batch = 64 x workers), the
+// learning rate scaled by the number of workers unless --no-scale-lr.
+//
+//   chorusrun -np 2 build/examples/fashion_mnist/fashion_mnist --epochs 3
+//
+// Prints per epoch (rank 0): loss, train accuracy, test accuracy, samples/s; and a
+// progress line every 10% of an epoch.
+#include <dlfcn.h>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "chorus/torch.h"
+#include "idx.h"
+
+namespace {
+
+struct Args {
+  int epochs = 3;
+  int64_t batch = 64;   // per worker
+  double lr = 0.01;     // for one worker; x workers unless no_scale_lr
+  double momentum = 0.0;
+  bool no_scale_lr = false;
+  int threads = 1;      // intra-op threads per worker
+  int64_t max_steps = 0;    // per epoch; 0 = the whole epoch
+  int64_t warmup_steps = 0; // steps of epoch 1 left out of samples/s
+  bool fp16 = false;
+  bool skip_test = false;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+};
+
+[[noreturn]] void usage(const char* bad) {
+  std::fprintf(stderr,
+               "fashion_mnist: bad argument '%s'\n"
+               "usage: fashion_mnist [--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
+               "  [--no-scale-lr] [--threads T] [--max-steps S] [--warmup-steps W]\n"
+               "  [--fp16] [--skip-test] [--data DIR]\n",
+               bad);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) usage(argv[i]);
+      return argv[++i];
+    };
+    if (k == "--epochs") a.epochs = std::atoi(val());
+    else if (k == "--batch") a.batch = std::atoll(val());
+    else if (k == "--lr") a.lr = std::atof(val());
+    else if (k == "--momentum") a.momentum = std::atof(val());
+    else if (k == "--no-scale-lr") a.no_scale_lr = true;
+    else if (k == "--threads") a.threads = std::atoi(val());
+    else if (k == "--max-steps") a.max_steps = std::atoll(val());
+    else if (k == "--warmup-steps") a.warmup_steps = std::atoll(val());
+    else if (k == "--fp16") a.fp16 = true;
+    else if (k == "--skip-test") a.skip_test = true;
+    else if (k == "--data") a.data = val();
+    else usage(argv[i]);
+  }
+  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) usage("(values)");
+  return a;
+}
+
+// Debian's libtorch calls the system BLAS; an OpenBLAS built with pthreads starts one
+// thread per core whatever torch::set_num_threads says, and two workers on two cores would
+// then fight over them.
+void set_threads(int n) {
+  torch::set_num_threads(n);
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    f(n);
+  }
+}
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
+        fc1(register_module("fc1", torch::nn::Linear(32 * 26 * 26, 128))),
+        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv(x)).flatten(1);
+    return fc2(torch::relu(fc1(x)));
+  }
+  torch::nn::Conv2d conv;
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(Net);
+
+struct Split {
+  torch::Tensor images;  // [N, 1, 28, 28] float in [0, 1]
+  torch::Tensor labels;  // [N] int64
+};
+
+Split load(const std::string& dir, const std::string& prefix) {
+  using chorus::examples::read_idx;
+  auto img = read_idx(dir + "/" + prefix + "-images-idx3-ubyte");
+  auto lab = read_idx(dir + "/" + prefix + "-labels-idx1-ubyte");
+  const int64_t n = img.shape.at(0);
+  Split s;
+  s.images = torch::from_blob(img.data.data(), {n, 1, img.shape.at(1), img.shape.at(2)},
+                              torch::kUInt8)
+                 .to(torch::kFloat32)
+                 .div_(255.0);
+  s.labels = torch::from_blob(lab.data.data(), {n}, torch::kUInt8).to(torch::kInt64);
+  return s;
+}
+
+// This rank's share of the test set (every size-th sample): the ranks' correct counts add
+// up to the accuracy on all of it.
+double test_accuracy(Net& model, const Split& test) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const int64_t n = test.images.size(0);
+  auto idx = torch::arange(chorus::rank(), n, chorus::size(), torch::kInt64);
+  int64_t correct = 0;
+  for (int64_t b = 0; b < idx.size(0); b += 1000) {
+    auto sel = idx.slice(0, b, std::min<int64_t>(b + 1000, idx.size(0)));
+    auto pred = model->forward(test.images.index_select(0, sel)).argmax(1);
+    correct += pred.eq(test.labels.index_select(0, sel)).sum().item<int64_t>();
+  }
+  model->train();
+  return chorus::metric_sum(static_cast<double>(correct), "metric/test_correct") /
+         static_cast<double>(n);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  set_threads(args.threads);
+  chorus::init();
+  const int rank = chorus::rank(), workers = chorus::size();
+  const bool chief = rank == 0;
+
+  const Split train = load(args.data, "train");
+  const Split test = load(args.data, "t10k");
+
+  torch::manual_seed(1234);
+  Net model;
+  chorus::broadcast_parameters(*model, 0);
+  const double lr = args.no_scale_lr ? args.lr : args.lr * workers;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(lr).momentum(args.momentum));
+  chorus::DistributedOptimizerOptions opt_options;
+  opt_options.fp16_compression = args.fp16;
+  chorus::DistributedOptimizer opt(sgd, model->named_parameters(), opt_options);
+
+  chorus::DistributedSampler sampler(train.images.size(0), workers, rank);
+  int64_t steps = sampler.num_batches(args.batch, /*drop_last_batch=*/false);
+  if (args.max_steps > 0) steps = std::min(steps, args.max_steps);
+  if (chief) {
+    std::printf("fashion_mnist: %d worker(s), batch %lld per worker (global %lld), lr %g, "
+                "%lld steps/epoch, %d thread(s)/worker%s\n",
+                workers, static_cast<long long>(args.batch),
+                static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
+                args.threads, args.fp16 ? ", fp16 gradients" : "");
+    std::fflush(stdout);
+  }
+
+  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+    sampler.set_epoch(epoch);
+    const std::vector<int64_t> order = sampler.indices();
+    auto order_t = torch::from_blob(const_cast<int64_t*>(order.data()),
+                                    {static_cast<int64_t>(order.size())}, torch::kInt64);
+    double loss_sum = 0, correct = 0, seen = 0;
+    auto start = std::chrono::steady_clock::now();
+    double timed_samples = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      if (epoch == 1 && step == args.warmup_steps && step > 0) {
+        start = std::chrono::steady_clock::now();
+        timed_samples = 0;
+      }
+      auto sel = order_t.slice(0, step * args.batch,
+                               std::min<int64_t>((step + 1) * args.batch, order_t.size(0)));
+      auto x = train.images.index_select(0, sel);
+      auto y = train.labels.index_select(0, sel);
+      opt.zero_grad();
+      auto logits = model->forward(x);
+      auto loss = torch::nn::functional::cross_entropy(logits, y);
+      loss.backward();
+      opt.step();
+      const double b = static_cast<double>(sel.size(0));
+      loss_sum += loss.item<double>() * b;
+      correct += static_cast<double>(logits.argmax(1).eq(y).sum().item<int64_t>());
+      seen += b;
+      timed_samples += b * workers;
+      if (chief && steps >= 10 && (step + 1) % (steps / 10) == 0 && step + 1 < steps) {
+        std::printf("  epoch %d [%3lld%%] step %lld/%lld loss %.4f\n", epoch,
+                    static_cast<long long>(100 * (step + 1) / steps),
+                    static_cast<long long>(step + 1), static_cast<long long>(steps),
+                    loss_sum / seen);
+        std::fflush(stdout);
+      }
+    }
+    const double train_seconds = seconds_since(start);
+    const double rate = chorus::metric_average(timed_samples / train_seconds, "metric/rate");
+    const double total = chorus::metric_sum(seen, "metric/seen");
+    const double mean_loss = chorus::metric_sum(loss_sum, "metric/loss") / total;
+    const double train_acc = chorus::metric_sum(correct, "metric/correct") / total;
+    const double test_acc = args.skip_test ? -1 : test_accuracy(model, test);
+    if (chief) {
+      std::printf("epoch %d: loss %.4f  train accuracy %.4f  test accuracy %s  %.0f samples/s\n",
+                  epoch, mean_loss, train_acc,
+                  args.skip_test ? "-" : std::to_string(test_acc).substr(0, 6).c_str(), rate);
+      std::fflush(stdout);
+    }
+  }
+  chorus::shutdown();
+  return 0;
+}

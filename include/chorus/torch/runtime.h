@@ -1,0 +1,46 @@
+// The process-wide chorus runtime of a training program: a Job (from the launcher's
+// environment) and an Engine on its world communicator.
+//
+// The functions of the torch layer take an optional `Engine*`; nullptr means the engine
+// init() started. Passing an engine explicitly is how several "ranks" share one process
+// (tests run ranks as threads, each with its own Engine) or how a program uses a
+// communicator it built itself.
+//
+// Thread safety: init() and shutdown() must not race with each other or with any use of
+// the default engine; everything else may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "chorus/engine.h"
+
+namespace chorus {
+
+// Joins the job described by the environment (chorusrun, torchrun, mpirun, Slurm,
+// TF_CONFIG, or a single process when none is set) and starts the engine.
+// Throws InvalidArgument when already initialised, and what Job::from_env throws.
+void init();
+// A barrier (so that no rank stops the engine under another rank's last collectives),
+// then stops the engine and leaves the job. No-op when not initialised.
+void shutdown();
+bool initialized();
+
+// REQUIRES for the following: initialized() (InvalidArgument otherwise).
+int rank();
+int size();
+int local_rank();  // among the ranks on this host
+int local_size();
+int cross_rank();  // index of this host
+int cross_size();
+Engine& default_engine();
+
+namespace detail {
+// `engine` when given, else the default engine (InvalidArgument when not initialised).
+Engine& engine_or_default(Engine* engine);
+// A name for an unnamed op: "<prefix>.noname.<n>", n counting per engine. Ranks must then
+// issue their unnamed ops in the same order (as in Horovod).
+std::string auto_name(Engine& engine, const char* prefix);
+}  // namespace detail
+
+}  // namespace chorus

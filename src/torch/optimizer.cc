@@ -1,0 +1,225 @@
+// DistributedOptimizer (include/chorus/torch/optimizer.h): a post-hook on each parameter's
+// gradient accumulator starts its allreduce; synchronize() fills in the parameters whose
+// hook did not fire and waits for everything.
+#include "chorus/torch/optimizer.h"
+
+#include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "chorus/error.h"
+#include "chorus/torch/runtime.h"
+#include "chorus/torch/tensor_ops.h"
+
+namespace chorus {
+
+namespace {
+
+// One parameter that requires grad.
+struct Slot {
+  at::Tensor param;
+  std::string name;  // engine name: prefix + parameter name
+  // Held so the accumulator (and our hook on it) lives as long as we do: the parameter
+  // keeps only a weak reference and would otherwise build a new one per backward.
+  std::shared_ptr<::torch::autograd::Node> accumulator;
+  uintptr_t hook_key = 0;
+  int passes = 0;          // gradients accumulated since the last step()
+  bool submitted = false;  // reduction started this step
+  at::Tensor wire;         // the buffer being reduced (the grad, or its float16 copy)
+  Handle handle;
+};
+
+}  // namespace
+
+struct DistributedOptimizer::State {
+  std::mutex mu;
+  DistributedOptimizerOptions options;
+  Engine* engine = nullptr;
+  std::vector<Slot> slots;
+  bool synchronized = false;  // synchronize() done since the last step()
+
+  void on_gradient(size_t i);
+  void submit(Slot& slot);
+  void wait_all();
+  void wait_all_quietly() noexcept;
+};
+
+namespace {
+
+class GradientReadyHook : public ::torch::autograd::FunctionPostHook {
+ public:
+  GradientReadyHook(std::weak_ptr<DistributedOptimizer::State> state, size_t index)
+      : state_(std::move(state)), index_(index) {}
+
+  ::torch::autograd::variable_list operator()(
+      const ::torch::autograd::variable_list& outputs,
+      const ::torch::autograd::variable_list& /*inputs*/) override {
+    if (auto s = state_.lock()) s->on_gradient(index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<DistributedOptimizer::State> state_;
+  size_t index_;
+};
+
+bool compressible(const at::Tensor& t) {
+  return t.scalar_type() == c10::ScalarType::Float || t.scalar_type() == c10::ScalarType::Double;
+}
+
+}  // namespace
+
+void DistributedOptimizer::State::on_gradient(size_t i) {
+  std::lock_guard<std::mutex> lock(mu);
+  Slot& slot = slots[i];
+  ++slot.passes;
+  CHORUS_CHECK_ARG(slot.passes <= options.backward_passes_per_step && !slot.submitted,
+                   "DistributedOptimizer: gradient of '", slot.name, "' computed ", slot.passes,
+                   " times before step() (backward_passes_per_step = ",
+                   options.backward_passes_per_step, ")");
+  if (slot.passes == options.backward_passes_per_step) submit(slot);
+}
+
+// REQUIRES: mu held.
+void DistributedOptimizer::State::submit(Slot& slot) {
+  at::Tensor& grad = slot.param.mutable_grad();
+  // A gradient this rank did not produce: zeros, so that every rank submits every name.
+  if (!grad.defined()) grad = at::zeros_like(slot.param);
+  if (!grad.is_contiguous()) grad = grad.contiguous();
+  const bool average = options.op == ReduceOp::kAverage;
+  const double f = options.gradient_predivide_factor;
+  slot.wire = options.fp16_compression && compressible(grad) ? grad.to(c10::ScalarType::Half)
+                                                             : grad;
+  slot.handle = engine->allreduce(slot.name, slot.wire.data_ptr(), slot.wire.data_ptr(),
+                                  to_chorus_dtype(slot.wire.scalar_type()),
+                                  slot.wire.sizes().vec(), options.op, average ? 1.0 / f : 1.0,
+                                  average ? f : 1.0);
+  slot.submitted = true;
+}
+
+void DistributedOptimizer::State::wait_all() {
+  at::NoGradGuard no_grad;
+  for (Slot& slot : slots) {
+    if (!slot.handle.valid()) continue;
+    Handle h = std::move(slot.handle);
+    slot.handle = Handle();
+    h.wait();
+    at::Tensor& grad = slot.param.mutable_grad();
+    if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // float16 back to the grad's dtype
+    slot.wire.reset();
+  }
+}
+
+void DistributedOptimizer::State::wait_all_quietly() noexcept {
+  for (Slot& slot : slots) {
+    try {
+      if (slot.handle.valid()) slot.handle.wait();
+    } catch (...) {
+      // Destruction: the engine is stopping or failed; the error was reported elsewhere.
+    }
+    slot.handle = Handle();
+  }
+}
+
+DistributedOptimizer::DistributedOptimizer(
+    ::torch::optim::Optimizer& optimizer,
+    const ::torch::OrderedDict<std::string, at::Tensor>& named_parameters,
+    DistributedOptimizerOptions options)
+    : optimizer_(optimizer), state_(std::make_shared<State>()) {
+  state_->options = std::move(options);
+  install_hooks(&named_parameters);
+}
+
+DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
+                                           DistributedOptimizerOptions options)
+    : optimizer_(optimizer), state_(std::make_shared<State>()) {
+  state_->options = std::move(options);
+  install_hooks(nullptr);
+}
+
+void DistributedOptimizer::install_hooks(
+    const ::torch::OrderedDict<std::string, at::Tensor>* named_parameters) {
+  const DistributedOptimizerOptions& o = state_->options;
+  CHORUS_CHECK_ARG(o.op == ReduceOp::kAverage || o.op == ReduceOp::kSum,
+                   "DistributedOptimizer: op must be average or sum, got ",
+                   reduce_op_name(o.op));
+  CHORUS_CHECK_ARG(o.backward_passes_per_step >= 1,
+                   "DistributedOptimizer: backward_passes_per_step must be >= 1, got ",
+                   o.backward_passes_per_step);
+  CHORUS_CHECK_ARG(o.gradient_predivide_factor > 0,
+                   "DistributedOptimizer: gradient_predivide_factor must be > 0, got ",
+                   o.gradient_predivide_factor);
+  state_->engine = &detail::engine_or_default(o.engine);
+
+  std::unordered_map<const void*, std::string> names;
+  if (named_parameters) {
+    for (const auto& item : *named_parameters) {
+      names.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    }
+  }
+  std::unordered_map<const void*, bool> seen;
+  auto& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& params = groups[g].params();
+    for (size_t j = 0; j < params.size(); ++j) {
+      const at::Tensor& p = params[j];
+      if (!p.requires_grad() || !seen.emplace(p.unsafeGetTensorImpl(), true).second) continue;
+      CHORUS_CHECK_ARG(p.is_leaf(), "DistributedOptimizer: parameter ", g, ".", j,
+                       " is not a leaf tensor");
+      check_tensor(p, "DistributedOptimizer");
+      auto it = names.find(p.unsafeGetTensorImpl());
+      Slot slot;
+      slot.param = p;
+      slot.name = o.name_prefix +
+                  (it != names.end() ? it->second : std::to_string(g) + "." + std::to_string(j));
+      state_->slots.push_back(std::move(slot));
+    }
+  }
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    Slot& slot = state_->slots[i];
+    slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
+    slot.hook_key = slot.accumulator->add_post_hook(
+        std::make_unique<GradientReadyHook>(std::weak_ptr<State>(state_), i));
+  }
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->wait_all_quietly();
+  for (Slot& slot : state_->slots) {
+    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook_key);
+  }
+}
+
+void DistributedOptimizer::synchronize() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->synchronized) return;
+  for (Slot& slot : state_->slots) {
+    if (!slot.submitted) state_->submit(slot);
+  }
+  state_->wait_all();
+  state_->synchronized = true;
+}
+
+void DistributedOptimizer::step() {
+  synchronize();
+  optimizer_.step();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (Slot& slot : state_->slots) {
+    slot.passes = 0;
+    slot.submitted = false;
+  }
+  state_->synchronized = false;
+}
+
+void DistributedOptimizer::zero_grad() { optimizer_.zero_grad(); }
+
+const DistributedOptimizerOptions& DistributedOptimizer::options() const {
+  return state_->options;
+}
+
+}  // namespace chorus

@@ -1,0 +1,102 @@
+// The process-wide runtime (include/chorus/torch/runtime.h): Job + Engine behind a mutex.
+// No libtorch in this file.
+#include "chorus/torch/runtime.h"
+
+#include <map>
+#include <mutex>
+
+#include "chorus/error.h"
+#include "chorus/job.h"
+
+namespace chorus {
+namespace {
+
+struct Runtime {
+  std::mutex mu;
+  std::unique_ptr<Job> job;        // outlives engine: the engine runs on job->world()
+  std::unique_ptr<Engine> engine;
+  std::map<const Engine*, uint64_t> unnamed;  // counters for auto_name, per engine
+};
+
+Runtime& runtime() {
+  static Runtime* r = new Runtime;  // never destroyed: usable from static destructors
+  return *r;
+}
+
+Communicator& world_or_throw() {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CHORUS_CHECK_ARG(r.job != nullptr, "chorus is not initialised: call chorus::init() first");
+  return r.job->world();
+}
+
+}  // namespace
+
+void init() {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CHORUS_CHECK_ARG(r.job == nullptr, "chorus::init() called twice without shutdown()");
+  auto job = Job::from_env();
+  r.engine = Engine::start(job->world());
+  r.job = std::move(job);
+}
+
+void shutdown() {
+  Runtime& r = runtime();
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    engine = std::move(r.engine);
+    job = std::move(r.job);
+    if (engine) r.unnamed.erase(engine.get());
+  }
+  if (!engine) return;
+  // Engine::shutdown stops every rank's engine at the next cycle; without this barrier a
+  // rank that finished early would fail the last collectives of the others.
+  try {
+    engine->barrier("chorus.shutdown").wait();
+  } catch (const Error&) {
+    // The job is going away anyway; the engine already reports the error to the ranks.
+  }
+  engine.reset();
+  job.reset();
+}
+
+bool initialized() {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.engine != nullptr;
+}
+
+int rank() { return world_or_throw().rank(); }
+int size() { return world_or_throw().size(); }
+int local_rank() { return world_or_throw().local_rank(); }
+int local_size() { return world_or_throw().local_size(); }
+int cross_rank() { return world_or_throw().cross_rank(); }
+int cross_size() { return world_or_throw().cross_size(); }
+
+Engine& default_engine() { return detail::engine_or_default(nullptr); }
+
+namespace detail {
+
+Engine& engine_or_default(Engine* engine) {
+  if (engine) return *engine;
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CHORUS_CHECK_ARG(r.engine != nullptr, "chorus is not initialised: call chorus::init() first");
+  return *r.engine;
+}
+
+std::string auto_name(Engine& engine, const char* prefix) {
+  Runtime& r = runtime();
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    n = r.unnamed[&engine]++;
+  }
+  return std::string(prefix) + ".noname." + std::to_string(n);
+}
+
+}  // namespace detail
+}  // namespace chorus

@@ -1,0 +1,261 @@
+// DistributedOptimizer and state broadcast: distributed gradients equal one process's on
+// the concatenated batch; backward_passes_per_step; fp16 error bound; sum and predivide;
+// bit-identical replicas after steps; a parameter without gradient on one rank; parameter
+// and optimizer-state broadcast (SGD momentum, Adam).
+#include <gtest/gtest.h>
+
+#include "chorus/error.h"
+#include "chorus/torch.h"
+#include "torch_harness.h"
+
+namespace chorus::torch_testing {
+namespace {
+
+using engine::testing::error_of;
+
+DistributedOptimizerOptions on(Engine& e) {
+  DistributedOptimizerOptions o;
+  o.engine = &e;
+  return o;
+}
+
+// Gradients of one process on rows [0, rows) after backward of the mean loss.
+::torch::Tensor reference_grads(int64_t rows) {
+  auto m = make_mlp();
+  fill(*m, 0.25);
+  loss_of(m, 0, rows).backward();
+  return flat_grads(*m);
+}
+
+TEST(DistributedOptimizer, GradientsEqualOneProcessOnConcatenatedBatch) {
+  const int n = 4, per_rank = 5;
+  const ::torch::Tensor want = reference_grads(n * per_rank);
+  EngineGroup g(n);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), 0.1);
+    DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
+    loss_of(m, r * per_rank, (r + 1) * per_rank).backward();
+    opt.synchronize();
+    auto got = flat_grads(*m);
+    EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << (got - want).abs().max().item<float>();
+  });
+}
+
+TEST(DistributedOptimizer, BackwardPassesPerStepAccumulatesLocally) {
+  // Reference: the sum over two micro-batches of the gradient of each one's global mean.
+  auto ref = make_mlp();
+  fill(*ref, 0.25);
+  loss_of(ref, 0, 8).backward();
+  loss_of(ref, 8, 16).backward();
+  const ::torch::Tensor want = flat_grads(*ref);
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), 0.1);
+    auto o = on(e);
+    o.backward_passes_per_step = 2;
+    DistributedOptimizer opt(sgd, m->named_parameters(), o);
+    const uint64_t before = e.stats().collectives;
+    loss_of(m, r * 4, r * 4 + 4).backward();
+    EXPECT_EQ(e.stats().collectives, before) << "reduced after the first of two passes";
+    loss_of(m, 8 + r * 4, 8 + r * 4 + 4).backward();
+    opt.synchronize();
+    EXPECT_TRUE(flat_grads(*m).allclose(want, 1e-5, 1e-6));
+    opt.step();
+    // A third pass without step() in between the next two is fine; a third before step is not.
+    loss_of(m, 0, 4).backward();
+    loss_of(m, 0, 4).backward();
+    std::string err = error_of<std::exception>([&] { loss_of(m, 0, 4).backward(); });
+    EXPECT_NE(err.find("before step()"), std::string::npos) << err;
+    opt.synchronize();
+  });
+}
+
+// Gradients of one process on rows [begin, end).
+::torch::Tensor reference_grads(int64_t begin, int64_t end) {
+  auto m = make_mlp();
+  fill(*m, 0.25);
+  loss_of(m, begin, end).backward();
+  return flat_grads(*m);
+}
+
+TEST(DistributedOptimizer, Fp16CompressionWithinHalfPrecision) {
+  const ::torch::Tensor g0 = reference_grads(0, 4), g1 = reference_grads(4, 8);
+  const ::torch::Tensor want = (g0 + g1) / 2;
+  // Each rank's gradient is rounded to float16 (relative error 2^-11), the float32 sum of
+  // the two is rounded to float16 again: |error| <= (|g0| + |g1|) / 2 * 2^-11 +
+  // |mean| * 2^-11, plus float16's absolute step near zero (2^-24) and float32 noise.
+  const ::torch::Tensor bound =
+      ((g0.abs() + g1.abs()) / 2 + want.abs()).mul(1.01 / 2048).add(1e-7);
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), 0.1);
+    auto o = on(e);
+    o.fp16_compression = true;
+    DistributedOptimizer opt(sgd, m->named_parameters(), o);
+    loss_of(m, r * 4, r * 4 + 4).backward();
+    opt.synchronize();
+    auto got = flat_grads(*m);
+    EXPECT_EQ(got.scalar_type(), ::torch::kFloat32);
+    auto err = (got - want).abs();
+    EXPECT_TRUE(err.le(bound).all().item<bool>())
+        << "worst excess " << (err - bound).max().item<float>();
+    EXPECT_GT(err.max().item<float>(), 0.f) << "float16 rounding should be visible";
+    EXPECT_LT(err.max().item<float>(), want.abs().max().item<float>() * 2e-3);
+  });
+}
+
+TEST(DistributedOptimizer, SumAndPredivideFactor) {
+  const ::torch::Tensor mean = reference_grads(8);
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    for (int variant = 0; variant < 2; ++variant) {
+      auto m = make_mlp();
+      fill(*m, 0.25);
+      ::torch::optim::SGD sgd(m->parameters(), 0.1);
+      auto o = on(e);
+      if (variant == 0) o.op = ReduceOp::kSum;
+      if (variant == 1) o.gradient_predivide_factor = 4.0;
+      o.name_prefix = "v" + std::to_string(variant) + "/";
+      DistributedOptimizer opt(sgd, m->named_parameters(), o);
+      loss_of(m, r * 4, r * 4 + 4).backward();
+      opt.synchronize();
+      auto want = variant == 0 ? mean * 2 : mean;
+      EXPECT_TRUE(flat_grads(*m).allclose(want, 1e-5, 1e-6)) << variant;
+    }
+  });
+}
+
+TEST(DistributedOptimizer, ReplicasBitIdenticalAfterEveryStep) {
+  EngineGroup g(3);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), ::torch::optim::SGDOptions(0.3).momentum(0.9));
+    DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
+    CollectiveOptions o;
+    o.engine = &e;
+    for (int step = 0; step < 6; ++step) {
+      opt.zero_grad();
+      loss_of(m, (step * 3 + r) * 3, (step * 3 + r) * 3 + 3).backward();
+      opt.step();
+      auto mine = flat_params(*m);
+      auto all = allgather(mine.unsqueeze(0), "check/" + std::to_string(step), o);
+      for (int k = 0; k < 3; ++k) {
+        ASSERT_EQ(std::memcmp(all[k].data_ptr(), mine.data_ptr(), mine.numel() * 4), 0)
+            << "rank " << k << " differs from rank " << r << " after step " << step;
+      }
+    }
+  });
+}
+
+// Two heads; rank 1 never uses head "b": its gradient is missing there.
+struct TwoHeads : ::torch::nn::Module {
+  TwoHeads() {
+    a = register_module("a", ::torch::nn::Linear(4, 3));
+    b = register_module("b", ::torch::nn::Linear(4, 3));
+  }
+  ::torch::nn::Linear a{nullptr}, b{nullptr};
+};
+
+TEST(DistributedOptimizer, ParameterWithoutGradientOnOneRankDoesNotHang) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    auto m = std::make_shared<TwoHeads>();
+    fill(*m, 0.5);
+    ::torch::optim::SGD sgd(m->parameters(), 0.1);
+    DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
+    auto x = inputs(0, 4);
+    auto out = m->a->forward(x);
+    if (r == 0) out = out + m->b->forward(x);
+    out.sum().backward();
+    opt.step();  // would hang if rank 1 never submitted grad/b.weight
+    // Rank 1 contributed zeros: b's gradient is half of rank 0's.
+    auto want = ::torch::ones({4, 3}).t().matmul(x).div(2);
+    EXPECT_TRUE(m->b->weight.grad().allclose(want, 1e-5, 1e-6));
+    auto flat = flat_params(*m);
+    CollectiveOptions o;
+    o.engine = &e;
+    auto all = allgather(flat.unsqueeze(0), "check", o);
+    EXPECT_TRUE(all[0].equal(all[1]));
+  });
+}
+
+TEST(Broadcast, ParametersMakeDifferentReplicasIdentical) {
+  EngineGroup g(3);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 10.0 * r);  // different on every rank
+    broadcast_parameters(*m, 1, &e);
+    auto want = make_mlp();
+    fill(*want, 10.0);
+    EXPECT_TRUE(flat_params(*m).equal(flat_params(*want)));
+    EXPECT_TRUE(m->parameters()[0].requires_grad());
+  });
+}
+
+// The state tensors of parameter p (Adam's step as a tensor).
+std::vector<::torch::Tensor> state_of(::torch::optim::SGD& opt, const ::torch::Tensor& p) {
+  auto& s = static_cast<::torch::optim::SGDParamState&>(
+      *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+  return {s.momentum_buffer()};
+}
+std::vector<::torch::Tensor> state_of(::torch::optim::Adam& opt, const ::torch::Tensor& p) {
+  auto& s = static_cast<::torch::optim::AdamParamState&>(
+      *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+  return {s.exp_avg(), s.exp_avg_sq(), ::torch::tensor({s.step()}).to(::torch::kFloat32)};
+}
+
+// Steps the optimizer locally (no reduction) on rank-dependent data so states differ, then
+// broadcasts root's state and compares every state tensor with root's through allgather.
+template <typename Opt, typename Options>
+void check_state_broadcast(Options options) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp();
+    fill(*m, 0.25);
+    Opt opt(m->parameters(), options);
+    for (int s = 0; s <= r; ++s) {  // rank 1 takes one more step: different Adam step count
+      opt.zero_grad();
+      loss_of(m, r * 8 + s, r * 8 + s + 4).backward();
+      opt.step();
+    }
+    CollectiveOptions o;
+    o.engine = &e;
+    int differed = 0;
+    auto params = m->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto before = state_of(opt, params[i]);
+      for (size_t k = 0; k < before.size(); ++k) {
+        auto all = allgather(before[k].unsqueeze(0), "pre/" + std::to_string(i * 8 + k), o);
+        differed += !all[0].equal(all[1]);
+      }
+    }
+    EXPECT_GT(differed, 0) << "the test needs different states before the broadcast";
+    broadcast_optimizer_state(opt, 0, &e);
+    ASSERT_EQ(opt.state().size(), params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto after = state_of(opt, params[i]);
+      for (size_t k = 0; k < after.size(); ++k) {
+        auto all = allgather(after[k].unsqueeze(0), "post/" + std::to_string(i * 8 + k), o);
+        EXPECT_TRUE(all[0].equal(all[1])) << "parameter " << i << " state field " << k;
+      }
+    }
+  });
+}
+
+TEST(Broadcast, OptimizerStateSgdMomentum) {
+  check_state_broadcast<::torch::optim::SGD>(::torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+TEST(Broadcast, OptimizerStateAdam) {
+  check_state_broadcast<::torch::optim::Adam>(::torch::optim::AdamOptions(0.01));
+}
+
+}  // namespace
+}  // namespace chorus::torch_testing
