@@ -33,7 +33,9 @@ void make_pipe(int fds[2]) {
   }
 }
 
-// In the forked child: only async-signal-safe calls from here to exec.
+// In the forked child: only async-signal-safe calls from here to exec. Signals arrive
+// blocked (see spawn()): until the handlers are reset, a signal meant for this rank would
+// run chorusrun's own handler here and be taken for one sent to chorusrun.
 [[noreturn]] void exec_child(const SpawnSpec& spec, char* const* argv, char* const* envp,
                              int in_fd, int out_fd, int err_fd) {
   ::setpgid(0, 0);
@@ -95,9 +97,13 @@ Child spawn(const SpawnSpec& spec) {
   }
   auto argv = c_strings(spec.argv);
   auto envp = c_strings(spec.env);
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &previous);
   pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) exec_child(spec, argv.data(), envp.data(), in[0], out[1], err[1]);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   ::setpgid(pid, pid);  // also here: no race with a signal sent right after fork
   ::close(out[1]);
   ::close(err[1]);
