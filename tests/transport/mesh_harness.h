@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -25,7 +26,9 @@ class TestStore {
   TestStore() : secret_(Secret::generate()), server_("127.0.0.1", 0, secret_) {}
   const Secret& secret() const { return secret_; }
   uint16_t port() const { return server_.port(); }
+  // Thread-safe: rank threads each ask for their own client.
   std::unique_ptr<Store> client(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
     clients_.push_back(std::make_unique<TcpStoreClient>("127.0.0.1", server_.port(), secret_,
                                                         std::chrono::seconds(10)));
     auto* base = clients_.back().get();
@@ -35,7 +38,8 @@ class TestStore {
  private:
   Secret secret_;
   TcpStoreServer server_;
-  std::vector<std::unique_ptr<TcpStoreClient>> clients_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<TcpStoreClient>> clients_;  // GUARDED_BY(mu_)
 };
 
 inline MeshOptions options(TransportKind kind, const Secret& secret,
