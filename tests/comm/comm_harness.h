@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../transport/mesh_harness.h"
 #include "chorus/communicator.h"
 #include "chorus/error.h"
 #include "chorus/store.h"
@@ -72,19 +73,7 @@ inline std::vector<std::unique_ptr<Communicator>> socketpair_group(
 
 // Runs fn(rank) on `size` threads; rethrows the first rank's exception after all joined.
 inline void run_ranks(int size, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
+  for (const auto& e : transport::testing::run_ranks(size, fn)) {
     if (e) std::rethrow_exception(e);
   }
 }
