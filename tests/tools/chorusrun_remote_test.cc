@@ -22,16 +22,6 @@ const std::string kFakeSsh = FAKE_SSH_PATH;
 const std::vector<std::pair<std::string, std::string>> kSecretEnv = {
     {"CHORUS_SECRET", "test-secret-0123456789"}};
 
-std::map<std::string, std::string> env_of(const RunResult& r, int rank) {
-  std::map<std::string, std::string> vars;
-  for (const std::string& line : lines_with_prefix(r.out, "[" + std::to_string(rank) + "] ")) {
-    std::string body = line.substr(line.find("] ") + 2);
-    auto eq = body.find('=');
-    if (eq != std::string::npos) vars[body.substr(0, eq)] = body.substr(eq + 1);
-  }
-  return vars;
-}
-
 TEST(ChorusrunRemote, RanksOnOtherHostsGoThroughTheRemoteShell) {
   TempDir dir;
   RunSpec spec{{"-np", "3", "-H", "localhost:1,127.0.0.2:2", "--rsh", kFakeSsh, "-x",

@@ -19,17 +19,6 @@ const std::string kAllreduce = ALLREDUCE_WORKER_PATH;
 
 RunResult run(std::vector<std::string> args) { return run_chorusrun(RunSpec{std::move(args)}); }
 
-// NAME=VALUE lines printed by "fake_worker env" for one rank.
-std::map<std::string, std::string> env_of(const RunResult& r, int rank) {
-  std::map<std::string, std::string> vars;
-  for (const std::string& line : lines_with_prefix(r.out, "[" + std::to_string(rank) + "] ")) {
-    std::string body = line.substr(line.find("] ") + 2);
-    auto eq = body.find('=');
-    if (eq != std::string::npos) vars[body.substr(0, eq)] = body.substr(eq + 1);
-  }
-  return vars;
-}
-
 TEST(Chorusrun, EveryRankGetsItsEnvironment) {
   for (int np : {1, 2, 3, 8}) {
     SCOPED_TRACE("np=" + std::to_string(np));

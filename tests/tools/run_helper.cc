@@ -90,6 +90,16 @@ std::vector<std::string> lines_with_prefix(const std::string& text, const std::s
   return out;
 }
 
+std::map<std::string, std::string> env_of(const RunResult& r, int rank) {
+  std::map<std::string, std::string> vars;
+  for (const std::string& line : lines_with_prefix(r.out, "[" + std::to_string(rank) + "] ")) {
+    std::string body = line.substr(line.find("] ") + 2);
+    auto eq = body.find('=');
+    if (eq != std::string::npos) vars[body.substr(0, eq)] = body.substr(eq + 1);
+  }
+  return vars;
+}
+
 TempDir::TempDir() {
   char pattern[] = "/tmp/chorusrun_test.XXXXXX";
   path_ = ::mkdtemp(pattern);

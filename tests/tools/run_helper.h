@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,9 @@ RunResult run_chorusrun(const RunSpec& spec);
 
 // Lines of `text` that start with `prefix`.
 std::vector<std::string> lines_with_prefix(const std::string& text, const std::string& prefix);
+
+// NAME=VALUE lines printed by "fake_worker env" for one rank, from r.out.
+std::map<std::string, std::string> env_of(const RunResult& r, int rank);
 
 // A fresh directory under /tmp, removed with its files by the destructor.
 class TempDir {
