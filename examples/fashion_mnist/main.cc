@@ -7,8 +7,6 @@
 //
 // Prints per epoch (rank 0): loss, train accuracy, test accuracy, samples/s; and a
 // progress line every 10% of an epoch.
-#include <dlfcn.h>
-
 #include <torch/torch.h>
 
 #include <chrono>
@@ -18,7 +16,7 @@
 #include <string>
 
 #include "chorus/torch.h"
-#include "idx.h"
+#include "../common/fashion_mnist.h"
 
 namespace {
 
@@ -71,53 +69,12 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Debian's libtorch calls the system BLAS; an OpenBLAS built with pthreads starts one
-// thread per core whatever torch::set_num_threads says, and two workers on two cores would
-// then fight over them.
-void set_threads(int n) {
-  torch::set_num_threads(n);
-  using SetThreads = void (*)(int);
-  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    f(n);
-  }
-}
-
-struct NetImpl : torch::nn::Module {
-  NetImpl()
-      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
-        fc1(register_module("fc1", torch::nn::Linear(32 * 26 * 26, 128))),
-        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(conv(x)).flatten(1);
-    return fc2(torch::relu(fc1(x)));
-  }
-  torch::nn::Conv2d conv;
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Net);
-
-struct Split {
-  torch::Tensor images;  // [N, 1, 28, 28] float in [0, 1]
-  torch::Tensor labels;  // [N] int64
-};
-
-Split load(const std::string& dir, const std::string& prefix) {
-  using chorus::examples::read_idx;
-  auto img = read_idx(dir + "/" + prefix + "-images-idx3-ubyte");
-  auto lab = read_idx(dir + "/" + prefix + "-labels-idx1-ubyte");
-  const int64_t n = img.shape.at(0);
-  Split s;
-  s.images = torch::from_blob(img.data.data(), {n, 1, img.shape.at(1), img.shape.at(2)},
-                              torch::kUInt8)
-                 .to(torch::kFloat32)
-                 .div_(255.0);
-  s.labels = torch::from_blob(lab.data.data(), {n}, torch::kUInt8).to(torch::kInt64);
-  return s;
-}
+using chorus::examples::FashionNet;
+using chorus::examples::Split;
 
 // This rank's share of the test set (every size-th sample): the ranks' correct counts add
 // up to the accuracy on all of it.
-double test_accuracy(Net& model, const Split& test) {
+double test_accuracy(FashionNet& model, const Split& test) {
   torch::NoGradGuard no_grad;
   model->eval();
   const int64_t n = test.images.size(0);
@@ -141,16 +98,16 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  set_threads(args.threads);
+  chorus::examples::set_threads(args.threads);
   chorus::init();
   const int rank = chorus::rank(), workers = chorus::size();
   const bool chief = rank == 0;
 
-  const Split train = load(args.data, "train");
-  const Split test = load(args.data, "t10k");
+  const Split train = chorus::examples::load_fashion_mnist(args.data, "train");
+  const Split test = chorus::examples::load_fashion_mnist(args.data, "t10k");
 
   torch::manual_seed(1234);
-  Net model;
+  FashionNet model;
   chorus::broadcast_parameters(*model, 0);
   const double lr = args.no_scale_lr ? args.lr : args.lr * workers;
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(lr).momentum(args.momentum));

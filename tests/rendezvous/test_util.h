@@ -16,27 +16,12 @@
 #include "util/deadline.h"
 #include "util/net.h"
 
+#include "../common/temp_dir.h"
+
 namespace chorus::testing {
 
 using std::chrono::milliseconds;
 
-// A fresh directory under $TMPDIR, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "chorus-rdv-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-    EXPECT_FALSE(path_.empty()) << "mkdtemp failed";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Polls `pred` every few milliseconds; false if it is still false after `timeout`.
 inline bool eventually(const std::function<bool()>& pred,

@@ -1,0 +1,137 @@
+// Keras-style fit of the Fashion-MNIST CNN with MultiWorkerMirroredStrategy — the
+// multi-worker tutorial in C++. Workers started by hand with TF_CONFIG, as the tutorial
+// does (no launcher):
+//
+//   TF_CONFIG='{"cluster": {"worker": ["localhost:12345", "localhost:23456"]},
+//               "task": {"type": "worker", "index": 0}}' keras_fashion_mnist &
+//   TF_CONFIG='{"cluster": {"worker": ["localhost:12345", "localhost:23456"]},
+//               "task": {"type": "worker", "index": 1}}' keras_fashion_mnist
+//
+// or with the launcher: chorusrun -np 2 keras_fashion_mnist. The program is the same on
+// one worker: only the strategy and the global batch (64 x replicas) say "distributed".
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "../common/fashion_mnist.h"
+#include "chorus/train.h"
+
+namespace {
+
+struct Args {
+  int epochs = 3;
+  int64_t batch = 64;            // per replica
+  double lr = 0.01;              // for one replica; x replicas
+  double momentum = 0.9;
+  int64_t steps_per_epoch = -1;  // -1: whole epochs
+  int64_t train_samples = 0;     // 0: all 60000
+  int64_t test_samples = 0;      // 0: all 10000
+  std::string backup_dir, checkpoint_dir, logdir, csv;
+  int64_t save_freq = 0;         // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
+  int threads = 1;
+  int verbose = 1;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+};
+
+[[noreturn]] void usage(const char* bad) {
+  std::fprintf(stderr,
+               "keras_fashion_mnist: bad argument '%s'\n"
+               "usage: keras_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
+               "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
+               "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
+               "  [--threads T] [--verbose 0|1|2] [--data DIR]\n",
+               bad);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) usage(argv[i]);
+      return argv[++i];
+    };
+    if (k == "--epochs") a.epochs = std::atoi(val());
+    else if (k == "--batch") a.batch = std::atoll(val());
+    else if (k == "--lr") a.lr = std::atof(val());
+    else if (k == "--momentum") a.momentum = std::atof(val());
+    else if (k == "--steps-per-epoch") a.steps_per_epoch = std::atoll(val());
+    else if (k == "--train-samples") a.train_samples = std::atoll(val());
+    else if (k == "--test-samples") a.test_samples = std::atoll(val());
+    else if (k == "--backup-dir") a.backup_dir = val();
+    else if (k == "--checkpoint-dir") a.checkpoint_dir = val();
+    else if (k == "--logdir") a.logdir = val();
+    else if (k == "--csv") a.csv = val();
+    else if (k == "--save-freq") a.save_freq = std::atoll(val());
+    else if (k == "--threads") a.threads = std::atoi(val());
+    else if (k == "--verbose") a.verbose = std::atoi(val());
+    else if (k == "--data") a.data = val();
+    else usage(argv[i]);
+  }
+  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) usage("(values)");
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace chorus;
+  const Args args = parse(argc, argv);
+  examples::set_threads(args.threads);
+
+  MultiWorkerMirroredStrategy strategy;
+  const int replicas = strategy.num_replicas_in_sync();
+  const int64_t global_batch = args.batch * replicas;
+  std::printf("worker %d of %d: pid %d\n", strategy.worker_index(), strategy.num_workers(), getpid());
+  std::fflush(stdout);
+
+  auto train = examples::load_fashion_mnist(args.data, "train", args.train_samples);
+  auto test = examples::load_fashion_mnist(args.data, "t10k", args.test_samples);
+  Dataset train_data = Dataset::from_tensor_slices({train.images, train.labels})
+                           .shuffle(train.images.size(0), /*seed=*/7)
+                           .batch(global_batch);
+  if (args.steps_per_epoch > 0) train_data = train_data.repeat();
+  Dataset test_data = Dataset::from_tensor_slices({test.images, test.labels}).batch(global_batch);
+
+  torch::manual_seed(1234);
+  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  torch::optim::SGD sgd(model.parameters(),
+                        torch::optim::SGDOptions(args.lr * replicas).momentum(args.momentum));
+  Trainer trainer(strategy, model, sgd, losses::sparse_categorical_crossentropy(),
+                  {metrics::sparse_categorical_accuracy()});
+
+  FitOptions fit;
+  fit.epochs = args.epochs;
+  fit.steps_per_epoch = args.steps_per_epoch;
+  fit.validation_data = test_data;
+  fit.verbose = args.verbose;
+  if (!args.backup_dir.empty()) {
+    BackupAndRestoreOptions o;
+    o.save_freq_steps = args.save_freq;
+    fit.callbacks.push_back(backup_and_restore(args.backup_dir, o));
+  }
+  if (!args.checkpoint_dir.empty()) {
+    ModelCheckpointOptions o;
+    o.save_freq_steps = args.save_freq;
+    fit.callbacks.push_back(model_checkpoint(args.checkpoint_dir, o));
+  }
+  if (!args.logdir.empty()) fit.callbacks.push_back(tensorboard(args.logdir, 10));
+  if (!args.csv.empty()) fit.callbacks.push_back(csv_logger(args.csv));
+
+  if (strategy.is_chief()) {
+    std::printf("keras_fashion_mnist: %s, %d replica(s), global batch %lld, lr %g\n",
+                strategy.name().c_str(), replicas, static_cast<long long>(global_batch),
+                args.lr * replicas);
+    std::fflush(stdout);
+  }
+  History history = trainer.fit(train_data, fit);
+  if (strategy.is_chief() && !history.epochs.empty()) {
+    const Logs& last = history.epochs.back();
+    std::printf("final: loss %.4f accuracy %.4f val_loss %.4f val_accuracy %.4f\n", last.at("loss"),
+                last.at("accuracy"), last.at("val_loss"), last.at("val_accuracy"));
+  }
+  return 0;
+}

@@ -1,0 +1,177 @@
+// Distribution strategies (tf.distribute's vocabulary): where the replicas of a model
+// live and how their gradients become one update.
+//
+//   DefaultStrategy              one replica, this process.
+//   MirroredStrategy             N replicas in this process (threads on a CPU machine, one
+//                                per device with CUDA), each with its own copy of the
+//                                variables; gradients summed in memory, one update
+//                                applied and mirrored to every copy.
+//   MultiWorkerMirroredStrategy  one replica per worker process (TF_CONFIG, chorusrun,
+//                                torchrun ...: see chorus::init); gradients summed with the
+//                                engine's fused allreduce, started by gradient hooks so the
+//                                reduction overlaps backward. The chief is rank 0 (the
+//                                "chief" task, else worker 0).
+//   CentralStorageStrategy       N replicas in this process sharing ONE copy of the
+//                                variables; every replica's backward accumulates into the
+//                                same gradients and the update is applied once, centrally.
+//   ParameterServerStrategy      (its own issue) derives from Strategy like the others.
+//
+// Global batch semantics (as tf.distribute): datasets are batched with the GLOBAL batch
+// size; each replica gets global / num_replicas_in_sync examples per step; each replica's
+// loss is divided by the global batch size (compute_average_loss) and gradients are
+// SUMMED over replicas, so the update equals one process training on the whole batch.
+//
+// Thread safety: one training thread drives a strategy; run() calls `fn` concurrently on
+// the local replicas' threads.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "chorus/dtype.h"
+#include "chorus/engine.h"
+#include "chorus/train/dataset.h"
+#include "chorus/train/model.h"
+
+namespace chorus {
+
+class ReplicaPool;
+
+// What one replica sees inside Strategy::run.
+struct ReplicaContext {
+  int local_replica = 0;        // index among this process's replicas (the Model to use)
+  int replica_id_in_sync = 0;   // index among all replicas of all workers
+  int num_replicas_in_sync = 1;
+};
+
+// sum(per_example_loss) / global_batch_size: a replica's share of the global mean loss.
+// REQUIRES global_batch_size > 0 (InvalidArgument).
+at::Tensor compute_average_loss(const at::Tensor& per_example_loss, int64_t global_batch_size);
+
+// Turns the replicas' gradients into one update (see GradientUpdater below).
+class GradientSync;
+
+// After every local replica's backward: reduce the gradients across replicas, apply the
+// optimizer once, bring mirrors up to date, zero the gradients for the next step.
+class GradientUpdater {
+ public:
+  GradientUpdater(std::unique_ptr<GradientSync> sync);
+  ~GradientUpdater();
+  GradientUpdater(GradientUpdater&&) noexcept;
+  GradientUpdater& operator=(GradientUpdater&&) noexcept;
+  // Throws what the engine throws (IoError, TimeoutError) when a peer is gone.
+  void apply_gradients();
+  void zero_grad();
+  ::torch::optim::Optimizer& optimizer();
+
+ private:
+  std::unique_ptr<GradientSync> sync_;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy();
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  virtual std::string name() const = 0;
+  int num_workers() const { return num_workers_; }
+  int worker_index() const { return worker_index_; }
+  int num_local_replicas() const { return local_replicas_; }
+  int num_replicas_in_sync() const { return num_workers_ * local_replicas_; }
+  bool is_chief() const { return worker_index_ == 0; }
+  // The engine between workers; nullptr with one worker.
+  Engine* engine() const { return engine_; }
+
+  // "strategy.scope()": builds this process's replicas with `factory` and makes every
+  // replica of every worker start from the chief's first replica's values.
+  virtual ReplicatedModel make_model(const ModelFactory& factory);
+  template <typename Holder>
+  ReplicatedModel make_model(std::function<Holder()> make) {
+    return make_model(model_factory<Holder>(std::move(make)));
+  }
+  // The update path for `optimizer`, which must be built on model.parameters().
+  virtual GradientUpdater make_updater(ReplicatedModel& model, ::torch::optim::Optimizer& optimizer);
+
+  // Calls fn(ReplicaContext&) on every local replica at once (replica 0 on the calling
+  // thread) and returns the results in local replica order. The first exception thrown
+  // by any replica is rethrown after all have finished.
+  template <typename Fn>
+  auto run(Fn&& fn) -> std::vector<std::invoke_result_t<Fn&, ReplicaContext&>> {
+    using R = std::invoke_result_t<Fn&, ReplicaContext&>;
+    std::vector<R> results(static_cast<size_t>(local_replicas_));
+    run_each([&](ReplicaContext& ctx) { results[static_cast<size_t>(ctx.local_replica)] = fn(ctx); });
+    return results;
+  }
+
+  // Over all replicas of all workers: kSum or kAverage of the values (one per local
+  // replica, or any number: they are summed locally first; kAverage divides by
+  // num_replicas_in_sync). Collective: every worker calls it in the same order.
+  double reduce(ReduceOp op, const std::vector<double>& local_values);
+  // Elementwise sum over workers (metric states); collective.
+  std::vector<double> sum_across_workers(std::vector<double> values);
+  // The chief's bytes on every worker; collective.
+  void broadcast_from_chief(std::string& bytes);
+  void barrier();
+
+  // This worker's part of a dataset batched with the global batch size (see
+  // Dataset::distribute); a no-op with one worker. Each batch then holds
+  // num_local_replicas() replica batches (split_batch).
+  Dataset distribute_dataset(const Dataset& global, AutoShardPolicy policy = AutoShardPolicy::kAuto) const;
+
+ protected:
+  Strategy(int num_workers, int worker_index, int local_replicas, Engine* engine);
+  void run_each(const std::function<void(ReplicaContext&)>& fn);
+
+ private:
+  int num_workers_;
+  int worker_index_;
+  int local_replicas_;
+  Engine* engine_;
+  std::unique_ptr<ReplicaPool> pool_;
+  uint64_t collective_counter_ = 0;
+};
+
+class DefaultStrategy : public Strategy {
+ public:
+  DefaultStrategy();
+  std::string name() const override { return "DefaultStrategy"; }
+};
+
+class MirroredStrategy : public Strategy {
+ public:
+  // REQUIRES num_replicas >= 1.
+  explicit MirroredStrategy(int num_replicas);
+  std::string name() const override { return "MirroredStrategy"; }
+};
+
+class CentralStorageStrategy : public Strategy {
+ public:
+  explicit CentralStorageStrategy(int num_replicas);
+  std::string name() const override { return "CentralStorageStrategy"; }
+  ReplicatedModel make_model(const ModelFactory& factory) override;
+  using Strategy::make_model;
+};
+
+class MultiWorkerMirroredStrategy : public Strategy {
+ public:
+  // Joins the job (chorus::init() unless already initialised) and uses its engine; the
+  // destructor leaves it (chorus::shutdown()) when this constructor joined it.
+  MultiWorkerMirroredStrategy();
+  // Workers are the ranks of `engine` (tests run workers as threads this way).
+  explicit MultiWorkerMirroredStrategy(Engine& engine);
+  ~MultiWorkerMirroredStrategy() override;
+  std::string name() const override { return "MultiWorkerMirroredStrategy"; }
+
+ private:
+  explicit MultiWorkerMirroredStrategy(bool owns_runtime);
+  bool owns_runtime_;
+};
+
+}  // namespace chorus

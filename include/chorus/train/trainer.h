@@ -1,0 +1,89 @@
+// Trainer: Keras' compile / fit / evaluate / predict for a libtorch model under any
+// Strategy. The same program runs on one replica or many: choose the strategy and batch
+// the dataset with the global batch size.
+//
+//   chorus::MultiWorkerMirroredStrategy strategy;
+//   auto model = strategy.make_model<Net>([] { return Net(); });
+//   torch::optim::SGD sgd(model.parameters(), 0.01 * strategy.num_replicas_in_sync());
+//   chorus::Trainer trainer(strategy, model, sgd,
+//                           chorus::losses::sparse_categorical_crossentropy(),
+//                           {chorus::metrics::sparse_categorical_accuracy()});
+//   auto history = trainer.fit(train.shuffle(10000, 7).batch(64 * workers), {.epochs = 3});
+//
+// Datasets yield {input, target} batches of the GLOBAL batch size; the trainer shards them
+// across workers (FitOptions::shard_policy) and splits each worker's batch across its
+// local replicas. Logs: "loss" and each metric's name, "val_" + those after validation.
+//
+// Thread safety: one thread calls the trainer; it drives the strategy's replica threads.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chorus/train/callbacks.h"
+#include "chorus/train/dataset.h"
+#include "chorus/train/metrics.h"
+#include "chorus/train/strategy.h"
+
+namespace chorus {
+
+struct FitOptions {
+  int epochs = 1;
+  // Steps per epoch; -1: until the dataset ends (a fresh pass every epoch). With a
+  // value, one pass continues across epochs (a repeat()ed dataset), as in Keras.
+  int64_t steps_per_epoch = -1;
+  std::optional<Dataset> validation_data;
+  int64_t validation_steps = -1;
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  // 0 silent, 1 progress bar (chief only), 2 one line per epoch (chief only).
+  int verbose = 1;
+  AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
+};
+
+struct History {
+  std::vector<Logs> epochs;  // logs of every epoch run by this fit(), in order
+  std::vector<double> get(const std::string& name) const;  // one value per epoch
+};
+
+class Trainer {
+ public:
+  // `optimizer` must be built on model.parameters(); all four outlive the trainer.
+  Trainer(Strategy& strategy, ReplicatedModel& model, ::torch::optim::Optimizer& optimizer,
+          LossFn loss, std::vector<std::shared_ptr<Metric>> metrics = {});
+  ~Trainer();
+
+  // Errors: InvalidArgument (bad options, a dataset that does not yield {input, target},
+  // batch not divisible by the workers), and what the strategy's collectives throw.
+  History fit(const Dataset& train, FitOptions options);
+  Logs evaluate(const Dataset& data, int64_t steps = -1, int verbose = 0,
+                AutoShardPolicy shard_policy = AutoShardPolicy::kAuto);
+  // Outputs of the primary replica for every batch, concatenated; not sharded (every
+  // worker predicts the whole dataset, as Keras does without a distributed dataset).
+  at::Tensor predict(const Dataset& data, int64_t steps = -1);
+
+  // Direct access for callbacks and custom loops.
+  GradientUpdater& updater() { return updater_; }
+
+ private:
+  struct StepSums;
+  // One step on every local replica; `train`: backward and the update as well.
+  StepSums step(const Example& batch, int64_t global_batch, bool train);
+  Logs to_logs(const std::vector<double>& totals, const std::string& prefix) const;
+  Logs run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_batch,
+                 std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
+
+  Strategy& strategy_;
+  ReplicatedModel& model_;
+  ::torch::optim::Optimizer& optimizer_;
+  LossFn loss_;
+  std::vector<std::shared_ptr<Metric>> metrics_;
+  GradientUpdater updater_;
+};
+
+}  // namespace chorus

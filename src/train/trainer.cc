@@ -1,0 +1,260 @@
+// Trainer: fit / evaluate / predict over a Strategy.
+#include "chorus/train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "chorus/error.h"
+#include "train/progress_bar.h"
+#include "util/log.h"
+
+namespace chorus {
+
+// Sums of one step (or of many): [0] per-example loss sum, [1] examples, then each
+// metric's batch_sums in order.
+struct Trainer::StepSums {
+  std::vector<double> values;
+  void add(const std::vector<double>& other) {
+    if (values.empty()) values.assign(other.size(), 0.0);
+    for (size_t i = 0; i < other.size(); ++i) values[i] += other[i];
+  }
+};
+
+namespace {
+
+void check_example(const Example& batch) {
+  CHORUS_CHECK_ARG(batch.size() == 2 && batch[0].defined() && batch[1].defined(),
+                   "Trainer: a dataset element must be {input, target}, got ", batch.size(),
+                   " component(s)");
+}
+
+int64_t global_batch_of(const Dataset& data) {
+  const int64_t b = data.batch_size();
+  CHORUS_CHECK_ARG(b > 0, "Trainer: batch the dataset with the global batch size (",
+                   data.describe(), " has no batch stage)");
+  return b;
+}
+
+bool stdout_is_terminal() { return isatty(fileno(stdout)) == 1; }
+
+}  // namespace
+
+std::vector<double> History::get(const std::string& name) const {
+  std::vector<double> out;
+  for (const Logs& logs : epochs) {
+    auto it = logs.find(name);
+    CHORUS_CHECK_ARG(it != logs.end(), "History: no metric named '", name, "'");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Trainer::Trainer(Strategy& strategy, ReplicatedModel& model, ::torch::optim::Optimizer& optimizer,
+                 LossFn loss, std::vector<std::shared_ptr<Metric>> metrics)
+    : strategy_(strategy),
+      model_(model),
+      optimizer_(optimizer),
+      loss_(std::move(loss)),
+      metrics_(std::move(metrics)),
+      updater_(strategy.make_updater(model, optimizer)) {
+  CHORUS_CHECK_ARG(static_cast<bool>(loss_), "Trainer: a loss function is required");
+}
+
+Trainer::~Trainer() = default;
+
+// One replica's forward (and, when training, backward) on its part of the batch.
+static std::vector<double> replica_step(Model& model, const Example& part, const LossFn& loss_fn,
+                                        const std::vector<std::shared_ptr<Metric>>& metrics,
+                                        int64_t global_batch, bool train) {
+  const int64_t rows = part[0].size(0);
+  std::vector<double> sums{0.0, static_cast<double>(rows)};
+  at::Tensor output;
+  if (rows > 0) {
+    // The gradient mode is per thread: set it on the replica's own thread.
+    at::AutoGradMode grad_mode(train);
+    output = model.forward(part[0]);
+    at::Tensor per_example = loss_fn(output, part[1]);
+    if (train) compute_average_loss(per_example, global_batch).backward();
+    sums[0] = per_example.detach().sum().item<double>();
+    output = output.detach();
+  }
+  for (const auto& m : metrics) {
+    if (rows == 0) {
+      sums.insert(sums.end(), m->num_sums(), 0.0);
+    } else {
+      auto s = m->batch_sums(output, part[1]);
+      sums.insert(sums.end(), s.begin(), s.end());
+    }
+  }
+  return sums;
+}
+
+Trainer::StepSums Trainer::step(const Example& batch, int64_t global_batch, bool train) {
+  check_example(batch);
+  const auto parts = strategy_.num_local_replicas() == 1
+                         ? std::vector<Example>{batch}
+                         : split_batch(batch, strategy_.num_local_replicas());
+  auto per_replica = strategy_.run([&](ReplicaContext& r) {
+    return replica_step(model_.replica(r.local_replica), parts[static_cast<size_t>(r.local_replica)],
+                        loss_, metrics_, global_batch, train);
+  });
+  if (train) updater_.apply_gradients();
+  StepSums sums;
+  for (const auto& s : per_replica) sums.add(s);
+  return sums;
+}
+
+Logs Trainer::to_logs(const std::vector<double>& totals, const std::string& prefix) const {
+  Logs logs;
+  if (totals.size() < 2 || totals[1] <= 0) return logs;
+  logs[prefix + "loss"] = totals[0] / totals[1];
+  size_t offset = 2;
+  for (const auto& m : metrics_) {
+    const size_t width = m->num_sums();
+    std::vector<double> mine(totals.begin() + static_cast<long>(offset),
+                             totals.begin() + static_cast<long>(offset + width));
+    logs[prefix + m->name()] = m->result(mine);
+    offset += width;
+  }
+  return logs;
+}
+
+Logs Trainer::run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_batch,
+                        std::vector<std::shared_ptr<Callback>>& callbacks, int verbose) {
+  const bool show = verbose == 1 && strategy_.is_chief();
+  ProgressBar bar(ctx.steps_per_epoch, stdout, stdout_is_terminal());
+  StepSums epoch;
+  Logs running;
+  while (ctx.steps_per_epoch < 0 || ctx.step < ctx.steps_per_epoch) {
+    for (auto& c : callbacks) c->on_train_batch_begin(ctx);
+    std::optional<Example> batch = it.next();
+    if (!batch) {
+      if (ctx.steps_per_epoch >= 0) {
+        CHORUS_LOG(kWarning, "trainer") << "the training data ran out after " << ctx.step
+                                        << " steps of epoch " << ctx.epoch
+                                        << "; stopping (repeat() the dataset for steps_per_epoch)";
+        ctx.stop_training = true;
+      }
+      break;
+    }
+    epoch.add(step(*batch, global_batch, /*train=*/true).values);
+    ++ctx.step;
+    ++ctx.global_step;
+    running = to_logs(epoch.values, "");
+    for (auto& c : callbacks) c->on_train_batch_end(ctx, running);
+    if (show) bar.update(ctx.step, running);
+  }
+  Logs logs = to_logs(strategy_.sum_across_workers(epoch.values), "");
+  if (show) bar.finish(ctx.step, logs);
+  return logs;
+}
+
+History Trainer::fit(const Dataset& train, FitOptions options) {
+  CHORUS_CHECK_ARG(options.epochs >= 1, "fit: epochs must be >= 1, got ", options.epochs);
+  CHORUS_CHECK_ARG(options.steps_per_epoch == -1 || options.steps_per_epoch > 0,
+                   "fit: steps_per_epoch must be > 0 or -1, got ", options.steps_per_epoch);
+  const int64_t global_batch = global_batch_of(train);
+  const Dataset data = strategy_.distribute_dataset(train, options.shard_policy);
+  TrainContext ctx;
+  ctx.strategy = &strategy_;
+  ctx.model = &model_;
+  ctx.optimizer = &optimizer_;
+  ctx.epochs = options.epochs;
+  const bool continuous = options.steps_per_epoch > 0;
+  ctx.steps_per_epoch = continuous ? options.steps_per_epoch : data.cardinality();
+  if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = -1;
+  auto& callbacks = options.callbacks;
+  model_.train(true);
+  updater_.zero_grad();
+  for (auto& c : callbacks) c->on_train_begin(ctx);
+
+  // Where to start: BackupAndRestore may have moved ctx.initial_epoch / initial_step.
+  const bool chief_prints = strategy_.is_chief() && options.verbose > 0;
+  std::optional<DatasetIterator> stream;
+  if (continuous) {
+    stream.emplace(data.iterate(0));
+    for (int64_t i = 0; i < ctx.initial_epoch * ctx.steps_per_epoch + ctx.initial_step; ++i) {
+      if (!stream->next()) break;
+    }
+  }
+  History history;
+  Logs last;
+  for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training; ++ctx.epoch) {
+    ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
+    std::optional<DatasetIterator> pass;
+    if (!continuous) {
+      pass.emplace(data.iterate(ctx.epoch));
+      for (int64_t i = 0; i < ctx.step; ++i) {
+        if (!pass->next()) break;
+      }
+    }
+    if (chief_prints && options.verbose == 1) {
+      std::printf("Epoch %d/%d\n", ctx.epoch + 1, options.epochs);
+      std::fflush(stdout);
+    }
+    for (auto& c : callbacks) c->on_epoch_begin(ctx);
+    Logs logs = run_epoch(ctx, continuous ? *stream : *pass, global_batch, callbacks, options.verbose);
+    if (!continuous && ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;
+    if (options.validation_data) {
+      Logs val = evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
+      for (const auto& [k, v] : val) logs["val_" + k] = v;
+    }
+    if (chief_prints) {
+      std::printf("epoch %d/%d:%s\n", ctx.epoch + 1, options.epochs, ProgressBar::metrics(logs).c_str());
+      std::fflush(stdout);
+    }
+    for (auto& c : callbacks) c->on_epoch_end(ctx, logs);
+    history.epochs.push_back(logs);
+    last = logs;
+  }
+  for (auto& c : callbacks) c->on_train_end(ctx, last);
+  return history;
+}
+
+Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose, AutoShardPolicy shard_policy) {
+  const int64_t global_batch = global_batch_of(data);
+  DatasetIterator it = strategy_.distribute_dataset(data, shard_policy).iterate(0);
+  model_.train(false);
+  StepSums total;
+  int64_t done = 0;
+  try {
+    while (steps < 0 || done < steps) {
+      std::optional<Example> batch = it.next();
+      if (!batch) break;
+      total.add(step(*batch, global_batch, /*train=*/false).values);
+      ++done;
+    }
+  } catch (...) {
+    model_.train(true);
+    throw;
+  }
+  model_.train(true);
+  Logs logs = to_logs(strategy_.sum_across_workers(total.values), "");
+  if (verbose > 0 && strategy_.is_chief()) {
+    std::printf("evaluate: %lld steps%s\n", static_cast<long long>(done),
+                ProgressBar::metrics(logs).c_str());
+    std::fflush(stdout);
+  }
+  return logs;
+}
+
+at::Tensor Trainer::predict(const Dataset& data, int64_t steps) {
+  DatasetIterator it = data.iterate(0);
+  at::NoGradGuard no_grad;
+  model_.train(false);
+  std::vector<at::Tensor> outputs;
+  for (int64_t done = 0; steps < 0 || done < steps; ++done) {
+    std::optional<Example> batch = it.next();
+    if (!batch) break;
+    CHORUS_CHECK_ARG(!batch->empty(), "predict: an empty dataset element");
+    outputs.push_back(model_.primary().forward((*batch)[0]));
+  }
+  model_.train(true);
+  CHORUS_CHECK_ARG(!outputs.empty(), "predict: the dataset yielded no batch");
+  return at::cat(outputs, 0);
+}
+
+}  // namespace chorus

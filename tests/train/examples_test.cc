@@ -1,0 +1,173 @@
+// The Keras-style examples as whole programs: two workers started by hand with TF_CONFIG
+// (no launcher), the custom loop under MirroredStrategy, ResNet-18 at a small size, and
+// BackupAndRestore surviving a worker SIGKILLed mid-epoch under chorusrun --max-restarts 1.
+// Time limits here only guard against hangs.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tools/run_helper.h"
+
+namespace chorus::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Starts `argv` with extra environment variables, output to `log`.
+pid_t spawn(const std::vector<std::string>& argv, const EnvList& env, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::freopen(log.c_str(), "w", stdout);
+    ::dup2(::fileno(stdout), 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code, or -1 (and the process killed) after `timeout`.
+int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A port nobody listens on now (the kernel's pick for an ephemeral bind).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::abort();
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+double number_after(const std::string& text, const std::string& key) {
+  auto at = text.rfind(key);
+  if (at == std::string::npos) return -1;
+  return std::atof(text.c_str() + at + key.size());
+}
+
+const std::vector<std::string> kSmall = {"--train-samples", "1024", "--test-samples", "1000",
+                                         "--threads", "1", "--verbose", "2"};
+
+TEST(ExamplesTest, KerasFitWithTwoWorkersStartedByHandWithTfConfig) {
+  TempDir dir;
+  const std::string cluster = R"({"cluster": {"worker": ["localhost:)" + std::to_string(free_port()) +
+                              R"(", "localhost:)" + std::to_string(free_port()) +
+                              R"("]}, "task": {"type": "worker", "index": )";
+  std::vector<std::string> argv = {KERAS_FASHION_MNIST, "--epochs", "2"};
+  argv.insert(argv.end(), kSmall.begin(), kSmall.end());
+  argv.insert(argv.end(), {"--logdir", dir.path() + "/tb"});
+  pid_t w0 = spawn(argv, {{"TF_CONFIG", cluster + "0}}"}}, dir.path() + "/w0.log");
+  pid_t w1 = spawn(argv, {{"TF_CONFIG", cluster + "1}}"}}, dir.path() + "/w1.log");
+  EXPECT_EQ(wait_exit(w0, 240s), 0) << slurp(dir.path() + "/w0.log");
+  EXPECT_EQ(wait_exit(w1, 60s), 0) << slurp(dir.path() + "/w1.log");
+  const std::string chief = slurp(dir.path() + "/w0.log");
+  EXPECT_NE(chief.find("MultiWorkerMirroredStrategy, 2 replica(s), global batch 128"), std::string::npos) << chief;
+  EXPECT_GT(number_after(chief, "val_accuracy "), 0.55) << chief;
+  EXPECT_EQ(slurp(dir.path() + "/w1.log").find("final:"), std::string::npos) << "only the chief reports";
+}
+
+TEST(ExamplesTest, MirroredCustomLoopAndResNetRun) {
+  TempDir dir;
+  pid_t p = spawn({MIRRORED_CUSTOM_LOOP, "--replicas", "2", "--train-samples", "1024", "--test-samples", "500"},
+                  {}, dir.path() + "/m.log");
+  EXPECT_EQ(wait_exit(p, 120s), 0) << slurp(dir.path() + "/m.log");
+  EXPECT_GT(number_after(slurp(dir.path() + "/m.log"), "test accuracy "), 0.45) << slurp(dir.path() + "/m.log");
+
+  RunSpec spec({"-np", "2", RESNET_SYNTHETIC, "--image-size", "32", "--steps", "2", "--batch", "2",
+                "--samples", "16"});
+  spec.timeout = 120s;
+  RunResult r = run_chorusrun(spec);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ResNet-18, 11"), std::string::npos) << r.out;  // 11.7 M parameters
+  EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
+}
+
+// Runs keras_fashion_mnist on 2 workers under chorusrun with a backup every 10 steps;
+// `kill_after` (a "saved" line) makes the test SIGKILL worker 1 once the chief printed it.
+RunResult train_with_backup(const std::string& backup, const std::string& logs, const std::string& kill_after) {
+  std::filesystem::create_directories(logs);
+  std::vector<std::string> args = {"-np", "2", "--max-restarts", "1", "--output-dir", logs,
+                                   KERAS_FASHION_MNIST, "--epochs", "2", "--steps-per-epoch", "24",
+                                   "--backup-dir", backup, "--save-freq", "10"};
+  args.insert(args.end(), kSmall.begin(), kSmall.end());
+  RunSpec spec(args);
+  spec.timeout = 300s;
+  if (!kill_after.empty()) {
+    spec.during = [&](pid_t) {
+      const auto deadline = std::chrono::steady_clock::now() + 240s;
+      std::smatch m;
+      const std::regex pid_line("worker 1 of 2: pid ([0-9]+)");
+      while (std::chrono::steady_clock::now() < deadline) {
+        std::string chief = slurp(logs + "/rank.0.log"), worker = slurp(logs + "/rank.1.log");
+        if (chief.find(kill_after) != std::string::npos && std::regex_search(worker, m, pid_line)) {
+          ::kill(std::stoi(m[1]), SIGKILL);
+          return;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    };
+  }
+  return run_chorusrun(spec);
+}
+
+TEST(ExamplesTest, BackupAndRestoreSurvivesAWorkerKilledMidEpoch) {
+  TempDir dir;
+  RunResult clean = train_with_backup(dir.path() + "/clean", dir.path() + "/clean-logs", "");
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  const std::string clean_log = slurp(dir.path() + "/clean-logs/rank.0.log");
+  const double clean_accuracy = number_after(clean_log, "val_accuracy ");
+  ASSERT_GT(clean_accuracy, 0.5) << clean_log;
+
+  // Global step 30 = epoch 1, step 6: the kill lands in the middle of the second epoch.
+  RunResult killed = train_with_backup(dir.path() + "/killed", dir.path() + "/killed-logs",
+                                       "BackupAndRestore: saved epoch 1 step 6");
+  const std::string log = slurp(dir.path() + "/killed-logs/rank.0.log");
+  ASSERT_EQ(killed.exit_code, 0) << killed.out << killed.err << log;
+  EXPECT_NE((killed.out + killed.err).find("restarting the job"), std::string::npos) << killed.out << killed.err;
+  EXPECT_NE(log.find("BackupAndRestore: resuming at epoch 1 step 6"), std::string::npos) << log;
+  const double accuracy = number_after(log, "val_accuracy ");
+  std::printf("val_accuracy: uninterrupted %.4f, killed and resumed %.4f\n", clean_accuracy, accuracy);
+  EXPECT_NEAR(accuracy, clean_accuracy, 0.01) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/killed")) << "backup deleted on success";
+}
+
+}  // namespace
+}  // namespace chorus::test
