@@ -9,6 +9,9 @@
 //
 // or with the launcher: chorusrun -np 2 keras_fashion_mnist. The program is the same on
 // one worker: only the strategy and the global batch (64 x replicas) say "distributed".
+//
+// With --side-eval DIR the process is a side evaluator instead: it evaluates every new
+// checkpoint that a training run with --checkpoint-dir DIR commits, beside the training.
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +32,8 @@ struct Args {
   int64_t train_samples = 0;     // 0: all 60000
   int64_t test_samples = 0;      // 0: all 10000
   std::string backup_dir, checkpoint_dir, logdir, csv;
+  std::string side_eval;         // a checkpoint directory to watch
+  int64_t last_step = -1;        // the side evaluator stops after this checkpoint step
   int64_t save_freq = 0;         // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
   int threads = 1;
   int verbose = 1;
@@ -41,7 +46,8 @@ struct Args {
                "usage: keras_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
                "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
                "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
-               "  [--threads T] [--verbose 0|1|2] [--data DIR]\n",
+               "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
+               "  [--side-eval CHECKPOINT_DIR [--last-step S]]\n",
                bad);
   std::exit(2);
 }
@@ -69,10 +75,35 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::atoi(val());
     else if (k == "--verbose") a.verbose = std::atoi(val());
     else if (k == "--data") a.data = val();
+    else if (k == "--side-eval") a.side_eval = val();
+    else if (k == "--last-step") a.last_step = std::atoll(val());
     else usage(argv[i]);
   }
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) usage("(values)");
   return a;
+}
+
+// The side evaluator: one replica, no job to join; evaluates checkpoints as they appear.
+int side_evaluator(const Args& args) {
+  using namespace chorus;
+  DefaultStrategy strategy;
+  auto test = examples::load_fashion_mnist(args.data, "t10k", args.test_samples);
+  Dataset test_data = Dataset::from_tensor_slices({test.images, test.labels}).batch(1000);
+  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  torch::optim::SGD unused(model.parameters(), 0.1);
+  Trainer trainer(strategy, model, unused, losses::sparse_categorical_crossentropy(),
+                  {metrics::sparse_categorical_accuracy()});
+  SideEvaluatorOptions options;
+  options.checkpoint_dir = args.side_eval;
+  options.log_dir = args.logdir.empty() ? args.side_eval : args.logdir;
+  options.last_step = args.last_step;
+  options.idle_timeout = std::chrono::minutes(2);
+  auto results = run_side_evaluator(trainer, model, test_data, options);
+  for (const auto& [step, logs] : results) {
+    std::printf("side evaluator: checkpoint step %lld val_loss %.4f val_accuracy %.4f\n",
+                static_cast<long long>(step), logs.at("loss"), logs.at("accuracy"));
+  }
+  return results.empty() ? 1 : 0;
 }
 
 }  // namespace
@@ -81,6 +112,7 @@ int main(int argc, char** argv) {
   using namespace chorus;
   const Args args = parse(argc, argv);
   examples::set_threads(args.threads);
+  if (!args.side_eval.empty()) return side_evaluator(args);
 
   MultiWorkerMirroredStrategy strategy;
   const int replicas = strategy.num_replicas_in_sync();

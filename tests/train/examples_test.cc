@@ -120,6 +120,30 @@ TEST(ExamplesTest, MirroredCustomLoopAndResNetRun) {
   EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
 }
 
+TEST(ExamplesTest, SideEvaluatorProcessEvaluatesCheckpointsBesideTraining) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  pid_t evaluator = spawn({KERAS_FASHION_MNIST, "--side-eval", ckpt, "--last-step", "16", "--logdir",
+                           dir.path() + "/tb", "--test-samples", "1000"},
+                          {}, dir.path() + "/eval.log");
+  std::vector<std::string> args = {"-np", "2", KERAS_FASHION_MNIST, "--epochs", "2", "--steps-per-epoch", "8",
+                                   "--checkpoint-dir", ckpt};
+  args.insert(args.end(), kSmall.begin(), kSmall.end());
+  RunSpec spec(args);
+  spec.timeout = 180s;
+  RunResult r = run_chorusrun(spec);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(wait_exit(evaluator, 120s), 0) << slurp(dir.path() + "/eval.log");
+  const std::string log = slurp(dir.path() + "/eval.log");
+  EXPECT_NE(log.find("side evaluator: checkpoint step 16 "), std::string::npos) << log;
+  EXPECT_GT(number_after(log, "val_accuracy "), 0.3) << log;
+  bool events = false;
+  for (auto& e : std::filesystem::directory_iterator(dir.path() + "/tb/eval")) {
+    events |= e.path().filename().string().find("tfevents") != std::string::npos;
+  }
+  EXPECT_TRUE(events);
+}
+
 // Runs keras_fashion_mnist on 2 workers under chorusrun with a backup every 10 steps;
 // `kill_after` (a "saved" line) makes the test SIGKILL worker 1 once the chief printed it.
 RunResult train_with_backup(const std::string& backup, const std::string& logs, const std::string& kill_after) {
