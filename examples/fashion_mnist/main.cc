@@ -17,6 +17,7 @@
 
 #include "chorus/torch.h"
 #include "../common/fashion_mnist.h"
+#include "../common/flags.h"
 
 namespace {
 
@@ -34,38 +35,18 @@ struct Args {
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
-[[noreturn]] void usage(const char* bad) {
-  std::fprintf(stderr,
-               "fashion_mnist: bad argument '%s'\n"
-               "usage: fashion_mnist [--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
-               "  [--no-scale-lr] [--threads T] [--max-steps S] [--warmup-steps W]\n"
-               "  [--fp16] [--skip-test] [--data DIR]\n",
-               bad);
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[i]);
-      return argv[++i];
-    };
-    if (k == "--epochs") a.epochs = std::atoi(val());
-    else if (k == "--batch") a.batch = std::atoll(val());
-    else if (k == "--lr") a.lr = std::atof(val());
-    else if (k == "--momentum") a.momentum = std::atof(val());
-    else if (k == "--no-scale-lr") a.no_scale_lr = true;
-    else if (k == "--threads") a.threads = std::atoi(val());
-    else if (k == "--max-steps") a.max_steps = std::atoll(val());
-    else if (k == "--warmup-steps") a.warmup_steps = std::atoll(val());
-    else if (k == "--fp16") a.fp16 = true;
-    else if (k == "--skip-test") a.skip_test = true;
-    else if (k == "--data") a.data = val();
-    else usage(argv[i]);
-  }
-  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) usage("(values)");
+  chorus::examples::Flags flags(
+      "fashion_mnist",
+      "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
+      "  [--max-steps S] [--warmup-steps W] [--fp16] [--skip-test] [--data DIR]");
+  flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
+      .add_switch("--no-scale-lr", a.no_scale_lr).add("--threads", a.threads)
+      .add("--max-steps", a.max_steps).add("--warmup-steps", a.warmup_steps)
+      .add_switch("--fp16", a.fp16).add_switch("--skip-test", a.skip_test).add("--data", a.data);
+  flags.parse(argc, argv);
+  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   return a;
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "../common/fashion_mnist.h"
+#include "../common/flags.h"
 #include "chorus/train.h"
 
 namespace {
@@ -40,46 +41,23 @@ struct Args {
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
-[[noreturn]] void usage(const char* bad) {
-  std::fprintf(stderr,
-               "keras_fashion_mnist: bad argument '%s'\n"
-               "usage: keras_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
-               "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
-               "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
-               "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
-               "  [--side-eval CHECKPOINT_DIR [--last-step S]]\n",
-               bad);
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[i]);
-      return argv[++i];
-    };
-    if (k == "--epochs") a.epochs = std::atoi(val());
-    else if (k == "--batch") a.batch = std::atoll(val());
-    else if (k == "--lr") a.lr = std::atof(val());
-    else if (k == "--momentum") a.momentum = std::atof(val());
-    else if (k == "--steps-per-epoch") a.steps_per_epoch = std::atoll(val());
-    else if (k == "--train-samples") a.train_samples = std::atoll(val());
-    else if (k == "--test-samples") a.test_samples = std::atoll(val());
-    else if (k == "--backup-dir") a.backup_dir = val();
-    else if (k == "--checkpoint-dir") a.checkpoint_dir = val();
-    else if (k == "--logdir") a.logdir = val();
-    else if (k == "--csv") a.csv = val();
-    else if (k == "--save-freq") a.save_freq = std::atoll(val());
-    else if (k == "--threads") a.threads = std::atoi(val());
-    else if (k == "--verbose") a.verbose = std::atoi(val());
-    else if (k == "--data") a.data = val();
-    else if (k == "--side-eval") a.side_eval = val();
-    else if (k == "--last-step") a.last_step = std::atoll(val());
-    else usage(argv[i]);
-  }
-  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) usage("(values)");
+  chorus::examples::Flags flags(
+      "keras_fashion_mnist",
+      "[--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
+      "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
+      "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
+      "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
+      "  [--side-eval CHECKPOINT_DIR [--last-step S]]");
+  flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
+      .add("--steps-per-epoch", a.steps_per_epoch).add("--train-samples", a.train_samples)
+      .add("--test-samples", a.test_samples).add("--backup-dir", a.backup_dir)
+      .add("--checkpoint-dir", a.checkpoint_dir).add("--logdir", a.logdir).add("--csv", a.csv)
+      .add("--save-freq", a.save_freq).add("--threads", a.threads).add("--verbose", a.verbose)
+      .add("--data", a.data).add("--side-eval", a.side_eval).add("--last-step", a.last_step);
+  flags.parse(argc, argv);
+  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   return a;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../common/fashion_mnist.h"
+#include "../common/flags.h"
 #include "chorus/train.h"
 
 int main(int argc, char** argv) {
@@ -16,20 +17,11 @@ int main(int argc, char** argv) {
   int replicas = 2, epochs = 1;
   int64_t per_replica_batch = 64, train_samples = 0, test_samples = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k == "--replicas") replicas = std::atoi(argv[i + 1]);
-    else if (k == "--epochs") epochs = std::atoi(argv[i + 1]);
-    else if (k == "--batch") per_replica_batch = std::atoll(argv[i + 1]);
-    else if (k == "--train-samples") train_samples = std::atoll(argv[i + 1]);
-    else if (k == "--test-samples") test_samples = std::atoll(argv[i + 1]);
-    else if (k == "--data") data_dir = argv[i + 1];
-    else {
-      std::fprintf(stderr, "usage: mirrored_custom_loop [--replicas N] [--epochs E] [--batch B]\n"
-                           "  [--train-samples N] [--test-samples N] [--data DIR]\n");
-      return 2;
-    }
-  }
+  examples::Flags("mirrored_custom_loop",
+                  "[--replicas N] [--epochs E] [--batch B] [--train-samples N] [--test-samples N] [--data DIR]")
+      .add("--replicas", replicas).add("--epochs", epochs).add("--batch", per_replica_batch)
+      .add("--train-samples", train_samples).add("--test-samples", test_samples).add("--data", data_dir)
+      .parse(argc, argv);
   examples::set_threads(1);
   MirroredStrategy strategy(replicas);
   const int64_t global_batch = per_replica_batch * strategy.num_replicas_in_sync();

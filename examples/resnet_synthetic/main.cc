@@ -10,6 +10,7 @@
 #include <string>
 
 #include "../common/fashion_mnist.h"
+#include "../common/flags.h"
 #include "chorus/train.h"
 
 namespace {
@@ -73,19 +74,10 @@ int main(int argc, char** argv) {
   using namespace chorus;
   int64_t batch = 8, steps = 10, image = 224, samples = 256;
   int threads = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k == "--batch") batch = std::atoll(argv[i + 1]);
-    else if (k == "--steps") steps = std::atoll(argv[i + 1]);
-    else if (k == "--image-size") image = std::atoll(argv[i + 1]);
-    else if (k == "--samples") samples = std::atoll(argv[i + 1]);
-    else if (k == "--threads") threads = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: resnet_synthetic [--batch B] [--steps S] [--image-size P]\n"
-                           "  [--samples N] [--threads T]\n");
-      return 2;
-    }
-  }
+  examples::Flags("resnet_synthetic", "[--batch B] [--steps S] [--image-size P] [--samples N] [--threads T]")
+      .add("--batch", batch).add("--steps", steps).add("--image-size", image).add("--samples", samples)
+      .add("--threads", threads)
+      .parse(argc, argv);
   examples::set_threads(threads);
   MultiWorkerMirroredStrategy strategy;
   const int64_t global_batch = batch * strategy.num_replicas_in_sync();

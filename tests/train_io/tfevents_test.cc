@@ -103,12 +103,17 @@ std::string golden_scalar_hex() {
          "15" + "0000003f";                         //     simple_value 0.5f
 }
 
-TEST(EventWriterTest, GoldenScalarBytes) {
-  testing::TempDir tmp;
+// The records of a file holding one scalar: "loss" = 0.5 at step 3, wall time 1.5.
+std::vector<std::string> one_scalar_records(const testing::TempDir& tmp) {
   EventWriter w(tmp.path());
   w.add_scalar("loss", 0.5f, 3, 1.5);
   w.flush();
-  auto records = records_of(w);
+  return records_of(w);
+}
+
+TEST(EventWriterTest, GoldenScalarBytes) {
+  testing::TempDir tmp;
+  auto records = one_scalar_records(tmp);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(hex(records[1]), golden_scalar_hex());
 }
@@ -240,10 +245,7 @@ message Event {
 TEST(EventProtocTest, DecodeRawSeesTheFieldNumbersAndValues) {
   if (!testing::have_protoc()) GTEST_SKIP() << "protoc not installed (Debian protobuf-compiler)";
   testing::TempDir tmp;
-  EventWriter w(tmp.path());
-  w.add_scalar("loss", 0.5f, 3, 1.5);
-  w.flush();
-  auto records = records_of(w);
+  auto records = one_scalar_records(tmp);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(testing::run_protoc(tmp, "--decode_raw", records[1]),
             "1: 0x3ff8000000000000\n"  // wall_time 1.5 as fixed64
