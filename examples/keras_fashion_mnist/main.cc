@@ -10,12 +10,17 @@
 // or with the launcher: chorusrun -np 2 keras_fashion_mnist. The program is the same on
 // one worker: only the strategy and the global batch (64 x replicas) say "distributed".
 //
+// With --strategy ps it trains under ParameterServerStrategy instead (chief, workers and
+// ps tasks from TF_CONFIG, or all started by `chorusrun --ps 2 -np 2 keras_fashion_mnist
+// --strategy ps`), with --ps-mode async|sync|ssp (--staleness S for ssp).
+//
 // With --side-eval DIR the process is a side evaluator instead: it evaluates every new
 // checkpoint that a training run with --checkpoint-dir DIR commits, beside the training.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "../common/fashion_mnist.h"
@@ -38,6 +43,9 @@ struct Args {
   int64_t save_freq = 0;         // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
   int threads = 1;
   int verbose = 1;
+  std::string strategy = "mwms";  // or "ps"
+  std::string ps_mode = "async";  // async | sync | ssp
+  int staleness = 2;
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -49,15 +57,19 @@ Args parse(int argc, char** argv) {
       "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
       "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
       "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
+      "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]]\n"
       "  [--side-eval CHECKPOINT_DIR [--last-step S]]");
   flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
       .add("--steps-per-epoch", a.steps_per_epoch).add("--train-samples", a.train_samples)
       .add("--test-samples", a.test_samples).add("--backup-dir", a.backup_dir)
       .add("--checkpoint-dir", a.checkpoint_dir).add("--logdir", a.logdir).add("--csv", a.csv)
       .add("--save-freq", a.save_freq).add("--threads", a.threads).add("--verbose", a.verbose)
-      .add("--data", a.data).add("--side-eval", a.side_eval).add("--last-step", a.last_step);
+      .add("--data", a.data).add("--side-eval", a.side_eval).add("--last-step", a.last_step)
+      .add("--strategy", a.strategy).add("--ps-mode", a.ps_mode).add("--staleness", a.staleness);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
+  if (a.strategy != "mwms" && a.strategy != "ps") flags.fail("--strategy");
+  if (a.ps_mode != "async" && a.ps_mode != "sync" && a.ps_mode != "ssp") flags.fail("--ps-mode");
   return a;
 }
 
@@ -84,18 +96,27 @@ int side_evaluator(const Args& args) {
   return results.empty() ? 1 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+std::unique_ptr<chorus::Strategy> make_strategy(const Args& args) {
   using namespace chorus;
-  const Args args = parse(argc, argv);
-  examples::set_threads(args.threads);
-  if (!args.side_eval.empty()) return side_evaluator(args);
+  if (args.strategy == "mwms") return std::make_unique<MultiWorkerMirroredStrategy>();
+  ParameterServerStrategy::Options o;
+  o.mode = args.ps_mode == "sync"  ? ps::UpdateMode::kSync
+           : args.ps_mode == "ssp" ? ps::UpdateMode::kBoundedStaleness
+                                   : ps::UpdateMode::kAsync;
+  o.max_staleness = args.staleness;
+  return std::make_unique<ParameterServerStrategy>(o);  // a ps task serves and exits here
+}
 
-  MultiWorkerMirroredStrategy strategy;
+int train(const Args& args) {
+  using namespace chorus;
+
+  std::unique_ptr<Strategy> owned = make_strategy(args);
+  Strategy& strategy = *owned;
   const int replicas = strategy.num_replicas_in_sync();
   const int64_t global_batch = args.batch * replicas;
-  std::printf("worker %d of %d: pid %d\n", strategy.worker_index(), strategy.num_workers(), getpid());
+  const double lr = args.lr * replicas;  // linear scaling with the global batch
+  std::printf("%s %d of %d: pid %d\n", strategy.is_chief() ? "chief" : "worker", strategy.worker_index(),
+              strategy.num_workers(), getpid());
   std::fflush(stdout);
 
   auto train = examples::load_fashion_mnist(args.data, "train", args.train_samples);
@@ -109,7 +130,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(1234);
   ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
   torch::optim::SGD sgd(model.parameters(),
-                        torch::optim::SGDOptions(args.lr * replicas).momentum(args.momentum));
+                        torch::optim::SGDOptions(lr).momentum(args.momentum));
   Trainer trainer(strategy, model, sgd, losses::sparse_categorical_crossentropy(),
                   {metrics::sparse_categorical_accuracy()});
 
@@ -134,7 +155,7 @@ int main(int argc, char** argv) {
   if (strategy.is_chief()) {
     std::printf("keras_fashion_mnist: %s, %d replica(s), global batch %lld, lr %g\n",
                 strategy.name().c_str(), replicas, static_cast<long long>(global_batch),
-                args.lr * replicas);
+                lr);
     std::fflush(stdout);
   }
   History history = trainer.fit(train_data, fit);
@@ -144,4 +165,19 @@ int main(int argc, char** argv) {
                 last.at("accuracy"), last.at("val_loss"), last.at("val_accuracy"));
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  chorus::examples::set_threads(args.threads);
+  if (!args.side_eval.empty()) return side_evaluator(args);
+  try {
+    return train(args);
+  } catch (const std::exception& e) {  // the strategy's destructor has shut the cluster down
+    std::fflush(stdout);
+    std::fprintf(stderr, "keras_fashion_mnist: %s\n", e.what());
+    return 1;
+  }
 }

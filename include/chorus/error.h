@@ -5,6 +5,8 @@
 //                    (CHORUS_TIMEOUT_SECONDS); the communicator is broken as above.
 //   AuthError        a connection failed authentication (wrong secret, garbage);
 //                    an IoError, as the connection is dropped.
+//   UnavailableError a service the job cannot run without (a parameter server) is gone;
+//                    an IoError: restart the job from its last checkpoint.
 //   InvalidArgument  the caller broke a documented requirement; nothing was sent.
 // Messages start with "[file:line]" and name the rank, peer, operation and size
 // where they are known.
@@ -27,6 +29,11 @@ class IoError : public Error {
 };
 
 class AuthError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+class UnavailableError : public IoError {
  public:
   using IoError::IoError;
 };

@@ -10,6 +10,7 @@
 #include "chorus/train/idx.h"
 #include "chorus/train/metrics.h"
 #include "chorus/train/model.h"
+#include "chorus/train/ps_strategy.h"
 #include "chorus/train/side_evaluator.h"
 #include "chorus/train/strategy.h"
 #include "chorus/train/tfevents.h"

@@ -9,6 +9,7 @@
 #include "chorus/torch/optimizer.h"
 #include "chorus/torch/runtime.h"
 #include "chorus/torch/tensor_ops.h"
+#include "train/gradient_sync.h"
 #include "train/replica_pool.h"
 
 namespace chorus {
@@ -40,13 +41,6 @@ at::Tensor compute_average_loss(const at::Tensor& per_example_loss, int64_t glob
 
 // ---- gradient paths -------------------------------------------------------------------
 
-class GradientSync {
- public:
-  virtual ~GradientSync() = default;
-  virtual void apply() = 0;
-  virtual void zero_grad() = 0;
-  virtual ::torch::optim::Optimizer& optimizer() = 0;
-};
 
 namespace {
 
@@ -205,6 +199,10 @@ void Strategy::broadcast_from_chief(std::string& bytes) {
 void Strategy::barrier() {
   if (engine_) chorus::barrier("strategy/barrier", engine_);
 }
+
+void Strategy::refresh_model(ReplicatedModel&) {}
+void Strategy::save_variables(ReplicatedModel&, std::map<std::string, std::string>&) {}
+void Strategy::restore_variables(ReplicatedModel&, const std::map<std::string, std::string>&) {}
 
 Dataset Strategy::distribute_dataset(const Dataset& global, AutoShardPolicy policy) const {
   if (num_workers_ == 1) return global;

@@ -8,20 +8,18 @@
 #include <cstdio>
 
 #include "chorus/error.h"
+#include "chorus/train/ps_strategy.h"
 #include "train/progress_bar.h"
 #include "util/log.h"
 
 namespace chorus {
 
-// Sums of one step (or of many): [0] per-example loss sum, [1] examples, then each
-// metric's batch_sums in order.
-struct Trainer::StepSums {
-  std::vector<double> values;
-  void add(const std::vector<double>& other) {
-    if (values.empty()) values.assign(other.size(), 0.0);
-    for (size_t i = 0; i < other.size(); ++i) values[i] += other[i];
-  }
-};
+void Trainer::StepSums::add(const std::vector<double>& other) {
+  if (values.empty()) values.assign(other.size(), 0.0);
+  CHORUS_CHECK_ARG(other.size() == values.size(), "Trainer: a step returned ", other.size(),
+                   " sums, expected ", values.size());
+  for (size_t i = 0; i < other.size(); ++i) values[i] += other[i];
+}
 
 namespace {
 
@@ -122,7 +120,7 @@ Logs Trainer::to_logs(const std::vector<double>& totals, const std::string& pref
   return logs;
 }
 
-Logs Trainer::run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_batch,
+Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
                         std::vector<std::shared_ptr<Callback>>& callbacks, int verbose) {
   const bool show = verbose == 1 && strategy_.is_chief();
   ProgressBar bar(ctx.steps_per_epoch, stdout, stdout_is_terminal());
@@ -130,8 +128,8 @@ Logs Trainer::run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_b
   Logs running;
   while (ctx.steps_per_epoch < 0 || ctx.step < ctx.steps_per_epoch) {
     for (auto& c : callbacks) c->on_train_batch_begin(ctx);
-    std::optional<Example> batch = it.next();
-    if (!batch) {
+    std::optional<StepSums> sums = next_step();
+    if (!sums) {
       if (ctx.steps_per_epoch >= 0) {
         CHORUS_LOG(kWarning, "trainer") << "the training data ran out after " << ctx.step
                                         << " steps of epoch " << ctx.epoch
@@ -140,7 +138,7 @@ Logs Trainer::run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_b
       }
       break;
     }
-    epoch.add(step(*batch, global_batch, /*train=*/true).values);
+    epoch.add(sums->values);
     ++ctx.step;
     ++ctx.global_step;
     running = to_logs(epoch.values, "");
@@ -157,15 +155,22 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   CHORUS_CHECK_ARG(options.steps_per_epoch == -1 || options.steps_per_epoch > 0,
                    "fit: steps_per_epoch must be > 0 or -1, got ", options.steps_per_epoch);
   const int64_t global_batch = global_batch_of(train);
+  auto* ps = dynamic_cast<ParameterServerStrategy*>(&strategy_);
+  if (ps && !ps->is_chief()) return serve_scheduled_steps(*ps, train, options);
   const Dataset data = strategy_.distribute_dataset(train, options.shard_policy);
   TrainContext ctx;
   ctx.strategy = &strategy_;
   ctx.model = &model_;
   ctx.optimizer = &optimizer_;
   ctx.epochs = options.epochs;
-  const bool continuous = options.steps_per_epoch > 0;
-  ctx.steps_per_epoch = continuous ? options.steps_per_epoch : data.cardinality();
+  // The chief of a ParameterServerStrategy schedules steps and reads no data itself.
+  const bool remote = ps != nullptr;
+  const bool continuous = options.steps_per_epoch > 0 && !remote;
+  ctx.steps_per_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch : data.cardinality();
   if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = -1;
+  CHORUS_CHECK_ARG(!remote || ctx.steps_per_epoch > 0,
+                   "fit: ParameterServerStrategy needs steps_per_epoch (or a dataset of known "
+                   "cardinality): the chief does not read the data");
   auto& callbacks = options.callbacks;
   model_.train(true);
   updater_.zero_grad();
@@ -185,7 +190,7 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training; ++ctx.epoch) {
     ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
     std::optional<DatasetIterator> pass;
-    if (!continuous) {
+    if (!continuous && !remote) {
       pass.emplace(data.iterate(ctx.epoch));
       for (int64_t i = 0; i < ctx.step; ++i) {
         if (!pass->next()) break;
@@ -196,7 +201,14 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
       std::fflush(stdout);
     }
     for (auto& c : callbacks) c->on_epoch_begin(ctx);
-    Logs logs = run_epoch(ctx, continuous ? *stream : *pass, global_batch, callbacks, options.verbose);
+    DatasetIterator* it = continuous ? &*stream : pass ? &*pass : nullptr;
+    const StepSource next_step = [&]() -> std::optional<StepSums> {
+      if (remote) return scheduled_round(*ps);
+      std::optional<Example> batch = it->next();
+      if (!batch) return std::nullopt;
+      return step(*batch, global_batch, /*train=*/true);
+    };
+    Logs logs = run_epoch(ctx, next_step, callbacks, options.verbose);
     if (!continuous && ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;
     if (options.validation_data) {
       Logs val = evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
@@ -216,6 +228,9 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
 
 Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose, AutoShardPolicy shard_policy) {
   const int64_t global_batch = global_batch_of(data);
+  // Under ParameterServerStrategy the chief evaluates alone, with the ps tasks' variables.
+  if (dynamic_cast<ParameterServerStrategy*>(&strategy_) && !strategy_.is_chief()) return {};
+  strategy_.refresh_model(model_);
   DatasetIterator it = strategy_.distribute_dataset(data, shard_policy).iterate(0);
   model_.train(false);
   StepSums total;
@@ -242,6 +257,7 @@ Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose, AutoShar
 }
 
 at::Tensor Trainer::predict(const Dataset& data, int64_t steps) {
+  strategy_.refresh_model(model_);
   DatasetIterator it = data.iterate(0);
   at::NoGradGuard no_grad;
   model_.train(false);

@@ -64,6 +64,8 @@ const std::string& file_of(const std::map<std::string, std::string>& files, cons
 std::map<std::string, std::string> capture_training_state(const TrainContext& ctx) {
   CHORUS_CHECK_ARG(ctx.model && ctx.optimizer, "capture_training_state: no model or optimizer");
   std::map<std::string, std::string> files;
+  // First: a strategy holding the variables elsewhere brings the model up to date.
+  if (ctx.strategy) ctx.strategy->save_variables(*ctx.model, files);
   files["model"] = archive_bytes([&](auto& a) { ctx.model->module().save(a); });
   files["optimizer"] = archive_bytes([&](auto& a) { ctx.optimizer->save(a); });
   {
@@ -90,6 +92,7 @@ void restore_training_state(TrainContext& ctx, const std::map<std::string, std::
   load_archive(file_of(files, "model"), "model", [&](auto& a) { ctx.model->module().load(a); });
   load_archive(file_of(files, "optimizer"), "optimizer state", [&](auto& a) { ctx.optimizer->load(a); });
   ctx.model->sync_replicas();
+  if (ctx.strategy) ctx.strategy->restore_variables(*ctx.model, files);
   {
     const std::string& rng = file_of(files, "rng");
     auto gen = at::detail::getDefaultCPUGenerator();

@@ -17,71 +17,13 @@
 #include <sstream>
 #include <thread>
 
+#include "process_harness.h"
 #include "tools/run_helper.h"
 
 namespace chorus::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Starts `argv` with extra environment variables, output to `log`.
-pid_t spawn(const std::vector<std::string>& argv, const EnvList& env, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::freopen(log.c_str(), "w", stdout);
-    ::dup2(::fileno(stdout), 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Exit code, or -1 (and the process killed) after `timeout`.
-int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// A port nobody listens on now (the kernel's pick for an ephemeral bind).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::abort();
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-double number_after(const std::string& text, const std::string& key) {
-  auto at = text.rfind(key);
-  if (at == std::string::npos) return -1;
-  return std::atof(text.c_str() + at + key.size());
-}
 
 const std::vector<std::string> kSmall = {"--train-samples", "1024", "--test-samples", "1000",
                                          "--threads", "1", "--verbose", "2"};

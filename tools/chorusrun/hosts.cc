@@ -129,11 +129,11 @@ void check_resolves(const std::string& host) {
 }
 
 std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np,
-                                   bool oversubscribe) {
+                                   bool oversubscribe, const char* noun) {
   int total = 0;
   for (const HostSlots& h : hosts) total += h.slots;
   if (np > total && !oversubscribe) {
-    throw UsageError(std::to_string(np) + " ranks do not fit in " + std::to_string(total) +
+    throw UsageError(std::to_string(np) + " " + noun + " do not fit in " + std::to_string(total) +
                      " slots (add slots with -H host:N, or pass --oversubscribe)");
   }
   std::vector<int> host_of(np);

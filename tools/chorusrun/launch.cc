@@ -5,10 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 
+#include "chorus/error.h"
 #include "util/net.h"
 
 extern char** environ;
@@ -66,10 +68,11 @@ EnvVars exported_vars(const Options& options) {
   return out;
 }
 
-// What a remote rank gets: its own variables, the launcher's CHORUS_ tunables, and -x.
-EnvVars remote_vars(const JobPlan& plan, const Placement& p, int restart) {
-  EnvVars vars = rank_vars(plan, p, restart);
-  std::set<std::string> taken;
+// What a remote process gets: its own variables, the launcher's CHORUS_ tunables (except
+// those in `unset`), and -x.
+EnvVars remote_vars(const JobPlan& plan, const EnvVars& own, const std::vector<std::string>& unset) {
+  EnvVars vars = own;
+  std::set<std::string> taken(unset.begin(), unset.end());
   for (const auto& kv : vars) taken.insert(kv.first);
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
@@ -92,18 +95,19 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-SpawnSpec local_spec(const JobPlan& plan, const Placement& p, int restart) {
-  EnvVars vars = rank_vars(plan, p, restart);
+SpawnSpec local_spec(const JobPlan& plan, const EnvVars& own, const std::vector<std::string>& unset) {
+  EnvVars vars = own;
   for (auto& kv : exported_vars(plan.options)) vars.push_back(kv);
   vars.emplace_back("CHORUS_SECRET_FILE", plan.secret_file);
   SpawnSpec spec;
   spec.argv = plan.options.program;
   spec.argv[0] = plan.program;
-  spec.env = inherited_env(vars);
+  spec.env = inherited_env(vars, unset);
   return spec;
 }
 
-SpawnSpec remote_spec(const JobPlan& plan, const Placement& p, int restart) {
+SpawnSpec remote_spec(const JobPlan& plan, const Placement& p, const EnvVars& own,
+                      const std::vector<std::string>& unset) {
   std::vector<std::string> program = plan.options.program;
   program[0] = plan.program;
   SpawnSpec spec;
@@ -112,8 +116,8 @@ SpawnSpec remote_spec(const JobPlan& plan, const Placement& p, int restart) {
   for (const char* o : {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", p.host.c_str()}) {
     spec.argv.push_back(o);
   }
-  spec.argv.push_back("sh -c " + shell_quote(remote_script(plan.cwd, remote_vars(plan, p, restart), program)));
-  spec.env = inherited_env({});
+  spec.argv.push_back("sh -c " + shell_quote(remote_script(plan.cwd, remote_vars(plan, own, unset), program)));
+  spec.env = inherited_env({}, unset);  // what a remote shell might pass on (SendEnv)
   // The secret travels on ssh's stdin (length, newline, bytes), never on a command line.
   spec.stdin_data = std::to_string(plan.secret.bytes().size()) + "\n" + plan.secret.bytes();
   spec.control_pipe = true;
@@ -145,19 +149,38 @@ SpawnSpec mpirun_spec(const JobPlan& plan, int restart) {
   return spec;
 }
 
-void add_relays(const JobPlan& plan, const std::string& label,
+// --store-address "host" or "host:port" / "[v6]:port".
+net::Endpoint parse_store_address(const std::string& text) {
+  bool has_port = text[0] == '[' || std::count(text.begin(), text.end(), ':') == 1;
+  if (!has_port) return net::Endpoint{text, 0};
+  try {
+    return net::Endpoint::parse(text);
+  } catch (const InvalidArgument& e) {
+    throw UsageError(std::string("--store-address: ") + e.what());
+  }
+}
+
+// Slots a job takes: its ranks, or every task of a parameter-server cluster.
+int process_count(const Options& o) { return o.ps_mode ? 1 + o.ps + o.np : o.np; }
+
+}  // namespace
+
+SpawnSpec process_spec(const JobPlan& plan, const Placement& p, const EnvVars& own,
+                       const std::vector<std::string>& unset) {
+  return p.local ? local_spec(plan, own, unset) : remote_spec(plan, p, own, unset);
+}
+
+void add_relays(const JobPlan& plan, const std::string& label, const std::string& log_name,
                 std::vector<std::unique_ptr<LineRelay>>& relays) {
   if (plan.options.output_dir.empty()) {
     relays.push_back(std::make_unique<LineRelay>(label, 1));
     relays.push_back(std::make_unique<LineRelay>(label, 2));
     return;
   }
-  std::string path = plan.options.output_dir + "/rank." + label + ".log";
+  std::string path = plan.options.output_dir + "/" + log_name + ".log";
   relays.push_back(std::make_unique<LineRelay>(label, -1, path));
   relays.push_back(std::make_unique<LineRelay>(label, -1, path));
 }
-
-}  // namespace
 
 JobPlan make_plan(const Options& options) {
   JobPlan plan;
@@ -167,12 +190,13 @@ JobPlan make_plan(const Options& options) {
   } else if (!options.hostfile.empty()) {
     plan.hosts = read_hostfile(options.hostfile);
   } else {
-    plan.hosts = {{"localhost", options.np}};
+    plan.hosts = {{"localhost", process_count(options)}};
   }
   for (const HostSlots& h : plan.hosts) {
     if (!is_local_host(h.host)) check_resolves(h.host);
   }
-  plan.placements = place_ranks(plan.hosts, options.np, options.oversubscribe);
+  plan.placements = place_ranks(plan.hosts, process_count(options), options.oversubscribe,
+                                options.ps_mode ? "tasks" : "ranks");
   for (const Placement& p : plan.placements) plan.multi_host = plan.multi_host || !p.local;
   plan.program = resolve_program(options.program[0]);
   if (plan.multi_host && !options.mpi) resolve_program(split_words(options.rsh).at(0));
@@ -184,13 +208,13 @@ JobPlan make_plan(const Options& options) {
   return plan;
 }
 
-std::string store_bind_host(const JobPlan& plan) {
-  if (!plan.options.store_address.empty()) return plan.options.store_address;
-  if (!plan.multi_host) return "127.0.0.1";
+net::Endpoint store_bind_endpoint(const JobPlan& plan) {
+  if (!plan.options.store_address.empty()) return parse_store_address(plan.options.store_address);
+  if (!plan.multi_host) return {"127.0.0.1", 0};
   for (const Placement& p : plan.placements) {
-    if (!p.local) return route_address_to(p.host);
+    if (!p.local) return {route_address_to(p.host), 0};
   }
-  return "127.0.0.1";
+  return {"127.0.0.1", 0};
 }
 
 void prepare_secret(JobPlan& plan, const std::string& private_dir) {
@@ -222,8 +246,8 @@ std::vector<Child> start_attempt(const JobPlan& plan, int restart,
     return children;
   }
   for (const Placement& p : plan.placements) {
-    SpawnSpec spec = p.local ? local_spec(plan, p, restart) : remote_spec(plan, p, restart);
-    add_relays(plan, std::to_string(p.rank), relays);
+    SpawnSpec spec = process_spec(plan, p, rank_vars(plan, p, restart), {});
+    add_relays(plan, std::to_string(p.rank), "rank." + std::to_string(p.rank), relays);
     children.push_back(spawn(spec));
     Child& c = children.back();
     c.label = std::to_string(p.rank);

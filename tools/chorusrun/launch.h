@@ -11,6 +11,7 @@
 #include "options.h"
 #include "relay.h"
 #include "spawn.h"
+#include "util/net.h"
 
 namespace chorus::run {
 
@@ -31,12 +32,26 @@ struct JobPlan {
 JobPlan make_plan(const Options& options);
 
 // Binding address of the launcher's store: 127.0.0.1 for single-host jobs, otherwise
-// --store-address or this host's address on the route to the first remote host.
-std::string store_bind_host(const JobPlan& plan);
+// --store-address or this host's address on the route to the first remote host. Port 0
+// unless --store-address names one. Also the address a parameter-server cluster's local
+// tasks listen on in a multi-host cluster (the one the other hosts can reach).
+net::Endpoint store_bind_endpoint(const JobPlan& plan);
 
 // The job secret: CHORUS_SECRET / CHORUS_SECRET_FILE, else a fresh random one — but only for
 // single-host jobs (UsageError otherwise). Writes the local copy into `private_dir`.
 void prepare_secret(JobPlan& plan, const std::string& private_dir);
+
+// How one process on `p`'s host is started: locally, inheriting chorusrun's environment
+// without the names in `unset` (and the secret variables), or through the remote shell with
+// the launcher's CHORUS_ tunables except `unset`. Either way it gets `own`, the -x
+// variables and the secret file.
+SpawnSpec process_spec(const JobPlan& plan, const Placement& p, const EnvVars& own,
+                       const std::vector<std::string>& unset);
+
+// Appends a process's stdout and stderr relays: "[label] " lines on chorusrun's stdout and
+// stderr, or both into --output-dir's <log_name>.log.
+void add_relays(const JobPlan& plan, const std::string& label, const std::string& log_name,
+                std::vector<std::unique_ptr<LineRelay>>& relays);
 
 // Starts every rank of attempt `restart` (one mpirun with --mpi) and returns the children,
 // with a stdout and a stderr relay per child appended to `relays`.

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -13,16 +12,12 @@
 #include "chorus/store.h"
 #include "launch.h"
 #include "options.h"
+#include "ps_attempt.h"
 #include "supervise.h"
 #include "util/net.h"
 
 namespace chorus::run {
 namespace {
-
-void say(const std::string& message) {
-  std::string line = "chorusrun: " + message + "\n";
-  write_fully(2, line.data(), line.size());
-}
 
 // A directory only this user can enter, for the local copy of the secret; removed on exit.
 class PrivateDir {
@@ -44,17 +39,6 @@ class PrivateDir {
  private:
   std::string path_;
 };
-
-// --store-address "host" or "host:port" / "[v6]:port".
-net::Endpoint store_endpoint(const std::string& text) {
-  bool has_port = text[0] == '[' || std::count(text.begin(), text.end(), ':') == 1;
-  if (!has_port) return net::Endpoint{text, 0};
-  try {
-    return net::Endpoint::parse(text);
-  } catch (const InvalidArgument& e) {
-    throw UsageError(std::string("--store-address: ") + e.what());
-  }
-}
 
 std::vector<int> missing_ranks(Store& store, int restart, int np) {
   std::vector<int> missing;
@@ -78,21 +62,34 @@ void show_plan(const JobPlan& plan, int restart) {
   }
 }
 
+// Starts one attempt's processes: the ranks of a collective job, or (with `ps` set) every
+// task of a parameter-server cluster, whose exit policy `ps` then provides.
+std::vector<Child> start(const JobPlan& plan, int restart, Store* store, PsAttempt* ps,
+                         SuperviseOptions& so, std::vector<std::unique_ptr<LineRelay>>& relays) {
+  const Options& o = plan.options;
+  if (ps) {
+    ps->install(so);
+    return ps->start(relays);
+  }
+  if (o.verbose) show_plan(plan, restart);
+  if (store) so.missing_ranks = [store, restart, &o] { return missing_ranks(*store, restart, o.np); };
+  return start_attempt(plan, restart, relays);
+}
+
 int run_attempts(JobPlan& plan, Store* store) {
   const Options& o = plan.options;
   for (int restart = 0;; ++restart) {
-    if (o.verbose) show_plan(plan, restart);
-    std::vector<std::unique_ptr<LineRelay>> relays;
-    std::vector<Child> children = start_attempt(plan, restart, relays);
     SuperviseOptions so;
     so.grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
     so.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.start_timeout * 1000));
     so.verbose = o.verbose;
-    if (store) so.missing_ranks = [store, restart, &o] { return missing_ranks(*store, restart, o.np); };
+    std::unique_ptr<PsAttempt> ps = o.ps_mode ? std::make_unique<PsAttempt>(plan, restart) : nullptr;
+    std::vector<std::unique_ptr<LineRelay>> relays;
+    std::vector<Child> children = start(plan, restart, store, ps.get(), so, relays);
     AttemptResult result = Supervisor(std::move(children), std::move(relays), so).run();
     if (result.success) return 0;
     if (result.interrupted_by != 0) {
-      say("stopped every rank (" + result.failure + ")");
+      say(std::string(o.ps_mode ? "stopped every task (" : "stopped every rank (") + result.failure + ")");
       return result.exit_code;
     }
     if (restart >= o.max_restarts) {
@@ -109,7 +106,9 @@ int run_job(const Options& options) {
   JobPlan plan = make_plan(options);
   PrivateDir dir;
   prepare_secret(plan, dir.path());
-  net::Endpoint bind = store_endpoint(store_bind_host(plan));
+  // A parameter-server cluster's chief hosts its store (TF_CONFIG's convention).
+  if (options.ps_mode) return run_attempts(plan, nullptr);
+  net::Endpoint bind = store_bind_endpoint(plan);
   std::unique_ptr<TcpStoreServer> server;
   try {
     server = std::make_unique<TcpStoreServer>(bind.host, bind.port, plan.secret);

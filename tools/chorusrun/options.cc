@@ -42,6 +42,12 @@ const std::map<std::string, ValueSetter>& value_options() {
       {"--grace-seconds", [](Options& o, auto& n, auto& v) { o.grace_seconds = parse_seconds(n, v); }},
       {"--start-timeout", [](Options& o, auto& n, auto& v) { o.start_timeout = parse_seconds(n, v); }},
       {"--max-restarts", [](Options& o, auto& n, auto& v) { o.max_restarts = parse_int(n, v); }},
+      {"--ps", [](Options& o, auto& n, auto& v) {
+         o.ps = parse_int(n, v);
+         o.ps_mode = true;
+       }},
+      {"--ps-port-base", [](Options& o, auto& n, auto& v) { o.ps_port_base = parse_int(n, v); }},
+      {"--worker-restarts", [](Options& o, auto& n, auto& v) { o.worker_restarts = parse_int(n, v); }},
       {"--store-address", [](Options& o, auto&, auto& v) { o.store_address = v; }},
       {"--rsh", [](Options& o, auto&, auto& v) { o.rsh = v; }},
       {"-x", [](Options& o, auto&, auto& v) { o.exports.push_back(v); }},
@@ -59,8 +65,24 @@ const std::map<std::string, FlagSetter>& flag_options() {
   return table;
 }
 
+// --ps K: what a parameter-server cluster can and cannot be combined with.
+void validate_ps(const Options& o) {
+  if (!o.ps_mode) return;
+  if (o.ps <= 0) throw UsageError("--ps must be a positive number of ps tasks, got " + std::to_string(o.ps));
+  if (o.mpi) throw UsageError("--mpi is not supported with --ps (chorusrun starts the cluster itself)");
+  // The launcher hosts no store for a cluster (the chief does), so nothing can tell who joined.
+  if (o.start_timeout > 0) throw UsageError("--start-timeout is not supported with --ps");
+  if (o.worker_restarts < 0) throw UsageError("--worker-restarts must not be negative");
+  if (o.ps_port_base <= 0 || o.ps_port_base > 65535L - o.np - o.ps) {
+    throw UsageError("--ps-port-base " + std::to_string(o.ps_port_base) +
+                     " leaves no room for the cluster's ports below 65536");
+  }
+}
+
 void validate(const Options& o) {
-  if (o.np <= 0) throw UsageError("-np must be a positive number of ranks, got " + std::to_string(o.np));
+  std::string what = o.ps_mode ? "-np must be a positive number of workers, got "
+                               : "-np must be a positive number of ranks, got ";
+  if (o.np <= 0) throw UsageError(what + std::to_string(o.np));
   if (o.program.empty()) throw UsageError("no program given");
   if (!o.host_list.empty() && !o.hostfile.empty()) {
     throw UsageError("-H and --hostfile are exclusive");
@@ -72,6 +94,7 @@ void validate(const Options& o) {
       throw UsageError("-x '" + e + "': expected NAME or NAME=VALUE (the secret is never exported)");
     }
   }
+  validate_ps(o);
 }
 
 }  // namespace
@@ -118,6 +141,7 @@ Options parse_options(int argc, char** argv) {
 const char* usage_text() {
   return "usage: chorusrun -np N [-H host:slots,... | --hostfile FILE] [options] [--] PROGRAM "
          "[ARGS...]\n"
+         "       chorusrun --ps K -np N [...] PROGRAM [ARGS...]   (parameter-server cluster)\n"
          "  --oversubscribe        allow more ranks than slots\n"
          "  --mpi                  start the ranks with OpenMPI's mpirun\n"
          "  --output-dir DIR       write DIR/rank.<r>.log instead of [r]-prefixed lines\n"
@@ -128,6 +152,15 @@ const char* usage_text() {
          "  --store-address ADDR   address the rendezvous store binds and ranks dial\n"
          "  -x NAME[=VALUE]        forward this variable to every rank (remote ranks too)\n"
          "  --rsh CMD              remote shell instead of ssh\n"
+         "Parameter-server clusters (--ps K): 1 chief + N workers + K ps tasks of PROGRAM,\n"
+         "placed chief, ps 0..K-1, worker 0..N-1 on the slots; each gets TF_CONFIG, no\n"
+         "CHORUS_RANK. The chief exiting 0 ends the job (the others get the grace period,\n"
+         "then SIGTERM); a failed worker is restarted alone; a failed chief or ps task ends\n"
+         "the attempt (--max-restarts restarts the whole cluster).\n"
+         "  --ps K                 number of ps tasks; -np counts the workers\n"
+         "  --worker-restarts M    restarts of each failed worker within an attempt (3)\n"
+         "  --ps-port-base P       remote tasks listen on P + their cluster position (29500)\n"
+         "  --output-dir DIR       (--ps) DIR/chief.log, DIR/worker.<i>.log, DIR/ps.<i>.log\n"
          "See docs/launcher.md.\n";
 }
 

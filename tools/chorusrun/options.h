@@ -24,6 +24,12 @@ struct Options {
   double grace_seconds = 5;    // SIGTERM -> SIGKILL
   double start_timeout = 0;    // seconds for every rank to join the store; 0: no limit
   int max_restarts = 0;
+  // Parameter-server mode (--ps K): 1 chief + np workers + K ps tasks, each told its place
+  // through TF_CONFIG instead of CHORUS_RANK (see ps_cluster.h).
+  bool ps_mode = false;
+  int ps = 0;                  // K, the number of ps tasks
+  int ps_port_base = 29500;    // remote tasks listen on base + their position in the cluster
+  int worker_restarts = 3;     // per worker and attempt: restarts of that worker alone
   std::string store_address;   // address the launcher's store binds and ranks dial
   std::string rsh = "ssh";     // remote shell (tests substitute a local one)
   std::vector<std::string> exports;  // -x NAME[=VALUE]: also forwarded to remote ranks

@@ -20,6 +20,11 @@ void write_fully(int fd, const char* data, size_t n) {
   }
 }
 
+void say(const std::string& message) {
+  std::string line = "chorusrun: " + message + "\n";
+  write_fully(2, line.data(), line.size());
+}
+
 LineRelay::LineRelay(std::string label, int out_fd, const std::string& log_path) : fd_(out_fd) {
   if (!log_path.empty()) {
     fd_ = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

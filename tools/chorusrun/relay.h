@@ -39,4 +39,7 @@ class LineRelay {
 // write() until done, retrying EINTR; errors (a closed terminal) are ignored.
 void write_fully(int fd, const char* data, size_t n);
 
+// chorusrun's own message: "chorusrun: MESSAGE" as one line on stderr.
+void say(const std::string& message);
+
 }  // namespace chorus::run

@@ -146,8 +146,10 @@ std::string resolve_program(const std::string& program) {
   throw UsageError("program '" + program + "' not found in PATH");
 }
 
-std::vector<std::string> inherited_env(const EnvVars& overrides) {
+std::vector<std::string> inherited_env(const EnvVars& overrides,
+                                       const std::vector<std::string>& unset) {
   std::set<std::string> replaced = {"CHORUS_SECRET", "CHORUS_SECRET_FILE"};
+  replaced.insert(unset.begin(), unset.end());
   for (const auto& kv : overrides) replaced.insert(kv.first);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {

@@ -46,8 +46,10 @@ Child spawn(const SpawnSpec& spec);
 // missing or not executable.
 std::string resolve_program(const std::string& program);
 
-// The launcher's own environment without the given names (and without CHORUS_SECRET*).
-std::vector<std::string> inherited_env(const EnvVars& overrides);
+// The launcher's own environment without CHORUS_SECRET* and the names in `unset`, with
+// `overrides` replacing what the launcher has of the same names.
+std::vector<std::string> inherited_env(const EnvVars& overrides,
+                                       const std::vector<std::string>& unset = {});
 
 // POSIX shell quoting: 'it'\''s'.
 std::string shell_quote(const std::string& word);

@@ -28,12 +28,20 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-void say(const std::string& message) {
-  std::string line = "chorusrun: " + message + "\n";
-  write_fully(2, line.data(), line.size());
+bool exited_ok(const Child& c) { return WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0; }
+
+// "rank 3" for a collective rank, "mpirun", or a task's own label ("worker 1").
+std::string child_name(const Child& c) {
+  bool numeric = !c.label.empty() && c.label.find_first_not_of("0123456789") == std::string::npos;
+  return numeric ? "rank " + c.label : c.label;
 }
 
 }  // namespace
+
+ExitDecision rank_exit_policy(const Child& child, const std::string& what) {
+  if (exited_ok(child)) return {};
+  return {ExitDecision::Action::kFail, what + "; stopping the other ranks"};
+}
 
 void install_signal_handlers() {
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) std::perror("chorusrun: pipe");
@@ -67,17 +75,13 @@ AttemptResult Supervisor::run() {
     drain_signals();
     reap();
     if (!joined_) check_joined();
-    if (stopping_ && !killed_ && Clock::now() >= kill_at_) {
-      if (options_.verbose) say("grace period over: SIGKILL to the remaining ranks");
-      signal_all(SIGKILL);
-      killed_ = true;
-    }
+    escalate();
     // A rank's own children may hold its pipes open after it exited: give them 2 s.
     if (all_exited() && drained_by == Clock::time_point::max()) drained_by = Clock::now() + std::chrono::seconds(2);
     if (Clock::now() >= drained_by) break;
   }
   for (auto& relay : relays_) relay->finish();
-  if (!stopping_) result_.success = true;
+  result_.success = !stopping_;
   return result_;
 }
 
@@ -123,7 +127,9 @@ void Supervisor::read_output(size_t index, bool is_err) {
 }
 
 void Supervisor::reap() {
-  for (Child& c : children_) {
+  // By index: a restart appends to children_ while this loop runs.
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Child& c = children_[i];
     if (c.exited) continue;
     int status = 0;
     pid_t r = ::waitpid(c.pid, &status, WNOHANG);
@@ -131,22 +137,37 @@ void Supervisor::reap() {
     c.exited = true;
     c.status = status;
     close_fd(c.ctl_fd);
-    on_exit(c);
+    on_exit(i);
   }
 }
 
-void Supervisor::on_exit(Child& c) {
-  bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-  std::string what = (c.label == "mpirun" ? "mpirun" : "rank " + c.label) + " on " + c.host +
-                     " (pid " + std::to_string(c.pid) + ") ended with " +
-                     describe_status(c.status, c.remote);
-  if (ok || stopping_) {
-    if (options_.verbose) say(what);
-    return;
+void Supervisor::on_exit(size_t index) {
+  const Child& c = children_[index];
+  std::string what = child_name(c) + " on " + c.host + " (pid " + std::to_string(c.pid) +
+                     ") ended with " + describe_status(c.status, c.remote);
+  ExitDecision d;
+  if (!stopping_ && !finishing_) d = options_.decide(c, what);
+  if (!d.message.empty()) {
+    say(d.message);
+  } else if (options_.verbose) {
+    say(what);
   }
-  say(what + "; stopping the other ranks");
-  result_.exit_code = status_exit_code(c.status);
-  stop(what);
+  switch (d.action) {
+    case ExitDecision::Action::kContinue: break;
+    case ExitDecision::Action::kRestart: restart(index); break;
+    case ExitDecision::Action::kFail:
+      result_.exit_code = status_exit_code(c.status);
+      stop(what);
+      break;
+    case ExitDecision::Action::kFinish: finish(); break;
+  }
+}
+
+// The old entry stays (exited) until its pipes are drained; the new child is appended with
+// its own relays, so relays_[2 * i] keeps matching children_[i].
+void Supervisor::restart(size_t index) {
+  Child fresh = options_.respawn(children_[index], relays_);
+  children_.push_back(std::move(fresh));
 }
 
 void Supervisor::check_joined() {
@@ -188,8 +209,29 @@ void Supervisor::stop(const std::string& why) {
   if (stopping_) return;
   stopping_ = true;
   result_.failure = why;
-  kill_at_ = Clock::now() + options_.grace;
-  signal_all(SIGTERM);
+  term_at_ = Clock::now();
+  escalate();
+}
+
+void Supervisor::finish() {
+  finishing_ = true;
+  term_at_ = Clock::now() + options_.grace;
+}
+
+// SIGTERM once term_at_ has come, SIGKILL a grace period later.
+void Supervisor::escalate() {
+  auto now = Clock::now();
+  if (!term_sent_ && now >= term_at_) {
+    if (finishing_ && !stopping_ && options_.verbose) say("grace period over: SIGTERM to the remaining tasks");
+    signal_all(SIGTERM);
+    term_sent_ = true;
+    kill_at_ = now + options_.grace;
+  }
+  if (term_sent_ && !killed_ && now >= kill_at_) {
+    if (options_.verbose) say("grace period over: SIGKILL to the remaining ranks");
+    signal_all(SIGKILL);
+    killed_ = true;
+  }
 }
 
 void Supervisor::signal_all(int sig) {

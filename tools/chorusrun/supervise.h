@@ -2,6 +2,9 @@
 // rank fails, when a rank has not joined the rendezvous by the start timeout, or when
 // chorusrun itself gets SIGINT/SIGTERM/SIGHUP. Stopping = SIGTERM to each child's process
 // group ("TERM" down the control pipe for remote ranks), SIGKILL after the grace period.
+// What a child's exit means is a policy (SuperviseOptions::decide): by default a failed
+// rank fails the attempt; a parameter-server cluster also restarts single children and
+// ends successfully when its chief does (ps_attempt.h).
 //
 // Signals reach the loop through a self-pipe (install_signal_handlers()), so every wait is
 // a poll() with a bounded timeout and nothing blocks forever.
@@ -28,6 +31,29 @@ struct AttemptResult {
   std::string failure;     // what went wrong, for the final message
 };
 
+// What one child's exit means for the attempt.
+struct ExitDecision {
+  enum class Action {
+    kContinue,  // nothing to do (a rank that finished, a task the job can do without)
+    kRestart,   // start this child again, alone (SuperviseOptions::respawn)
+    kFail,      // the attempt failed: stop every child now; exit with this child's status
+    kFinish,    // the job succeeded: the others get the grace period to end on their own,
+                // then SIGTERM, then SIGKILL after another grace period
+  };
+  Action action = Action::kContinue;
+  std::string message;  // said on stderr when not empty
+};
+
+// `what` describes the exit ("rank 2 on localhost (pid 42) ended with exit code 3").
+// Called only while the attempt runs, not for children that end while it is being stopped.
+using ExitPolicy = std::function<ExitDecision(const Child& child, const std::string& what)>;
+// Starts a replacement for `child`, appending its stdout and stderr relays to `relays`.
+using Respawn =
+    std::function<Child(const Child& child, std::vector<std::unique_ptr<LineRelay>>& relays)>;
+
+// The policy of a collective job: any failed rank fails the attempt.
+ExitDecision rank_exit_policy(const Child& child, const std::string& what);
+
 struct SuperviseOptions {
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds start_timeout{0};  // 0: ranks are not required to join
@@ -35,6 +61,8 @@ struct SuperviseOptions {
   // Returns the ranks that have not joined the rendezvous yet (called a few times a second
   // until it returns none, and once more at the start timeout).
   std::function<std::vector<int>()> missing_ranks;
+  ExitPolicy decide = rank_exit_policy;
+  Respawn respawn;  // required when `decide` may answer kRestart
 };
 
 class Supervisor {
@@ -52,9 +80,12 @@ class Supervisor {
   void drain_signals();
   void read_output(size_t index, bool is_err);
   void reap();
-  void on_exit(Child& child);
+  void on_exit(size_t index);
+  void restart(size_t index);
   void check_joined();
   void stop(const std::string& why);
+  void finish();
+  void escalate();
   void signal_all(int sig);
   bool all_exited() const;
   bool output_open() const;
@@ -64,9 +95,12 @@ class Supervisor {
   SuperviseOptions options_;
   AttemptResult result_;
   std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point term_at_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point kill_at_;
   std::chrono::steady_clock::time_point last_join_check_;
-  bool stopping_ = false;
+  bool stopping_ = false;   // the attempt failed or was interrupted
+  bool finishing_ = false;  // the job succeeded; the remaining children are being ended
+  bool term_sent_ = false;
   bool killed_ = false;
   bool joined_ = false;
 };

@@ -14,7 +14,8 @@
 //   CentralStorageStrategy       N replicas in this process sharing ONE copy of the
 //                                variables; every replica's backward accumulates into the
 //                                same gradients and the update is applied once, centrally.
-//   ParameterServerStrategy      (its own issue) derives from Strategy like the others.
+//   ParameterServerStrategy      variables on ps tasks, steps scheduled on workers by the
+//                                chief (chorus/train/ps_strategy.h).
 //
 // Global batch semantics (as tf.distribute): datasets are batched with the GLOBAL batch
 // size; each replica gets global / num_replicas_in_sync examples per step; each replica's
@@ -29,6 +30,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -85,7 +87,7 @@ class Strategy {
   int worker_index() const { return worker_index_; }
   int num_local_replicas() const { return local_replicas_; }
   int num_replicas_in_sync() const { return num_workers_ * local_replicas_; }
-  bool is_chief() const { return worker_index_ == 0; }
+  virtual bool is_chief() const { return worker_index_ == 0; }
   // The engine between workers; nullptr with one worker.
   Engine* engine() const { return engine_; }
 
@@ -123,7 +125,15 @@ class Strategy {
   // This worker's part of a dataset batched with the global batch size (see
   // Dataset::distribute); a no-op with one worker. Each batch then holds
   // num_local_replicas() replica batches (split_batch).
-  Dataset distribute_dataset(const Dataset& global, AutoShardPolicy policy = AutoShardPolicy::kAuto) const;
+  virtual Dataset distribute_dataset(const Dataset& global,
+                                     AutoShardPolicy policy = AutoShardPolicy::kAuto) const;
+
+  // Variables kept outside the model (ParameterServerStrategy's ps tasks); no-ops here.
+  // refresh_model: bring `model` up to date before evaluating or saving it.
+  // save_variables / restore_variables: add them to / take them from checkpoint files.
+  virtual void refresh_model(ReplicatedModel& model);
+  virtual void save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files);
+  virtual void restore_variables(ReplicatedModel& model, const std::map<std::string, std::string>& files);
 
  protected:
   Strategy(int num_workers, int worker_index, int local_replicas, Engine* engine);

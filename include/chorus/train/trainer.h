@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,8 @@
 #include "chorus/train/strategy.h"
 
 namespace chorus {
+
+class ParameterServerStrategy;
 
 struct FitOptions {
   int epochs = 1;
@@ -71,12 +74,23 @@ class Trainer {
   GradientUpdater& updater() { return updater_; }
 
  private:
-  struct StepSums;
+  // Sums of one step or of many: [0] per-example loss sum, [1] examples, then each
+  // metric's batch_sums in order.
+  struct StepSums {
+    std::vector<double> values;
+    void add(const std::vector<double>& other);
+  };
   // One step on every local replica; `train`: backward and the update as well.
   StepSums step(const Example& batch, int64_t global_batch, bool train);
   Logs to_logs(const std::vector<double>& totals, const std::string& prefix) const;
-  Logs run_epoch(TrainContext& ctx, DatasetIterator& it, int64_t global_batch,
+  using StepSource = std::function<std::optional<StepSums>()>;  // nullopt: data ran out
+  Logs run_epoch(TrainContext& ctx, const StepSource& next_step,
                  std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
+  // ParameterServerStrategy (trainer_ps.cc): a worker serves the chief's steps; the chief's
+  // step is a round of one scheduled step per worker.
+  History serve_scheduled_steps(ParameterServerStrategy& strategy, const Dataset& train,
+                                const FitOptions& options);
+  StepSums scheduled_round(ParameterServerStrategy& strategy);
 
   Strategy& strategy_;
   ReplicatedModel& model_;

@@ -1,0 +1,139 @@
+#include "wire.h"
+
+#include <limits.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "chorus/error.h"
+#include "util/net.h"
+
+namespace chorus::ps::wire {
+namespace {
+
+void put_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+uint64_t get_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// Drops the first `n` bytes of the iovec list in place; returns the new first index.
+size_t advance(std::vector<iovec>& iov, size_t first, size_t n) {
+  while (n > 0) {
+    size_t k = std::min(n, iov[first].iov_len);
+    iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + k;
+    iov[first].iov_len -= k;
+    n -= k;
+    if (iov[first].iov_len == 0) ++first;
+  }
+  while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  return first;
+}
+
+// Moves every byte of `iov` with sendmsg / recvmsg, at most IOV_MAX pieces per call,
+// waiting with poll() for the socket up to the deadline.
+void transfer(int fd, std::vector<iovec> iov, bool sending, Deadline deadline, const char* what) {
+  size_t first = advance(iov, 0, 0);
+  while (first < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = &iov[first];
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    ssize_t k = sending ? ::sendmsg(fd, &msg, MSG_NOSIGNAL) : ::recvmsg(fd, &msg, 0);
+    if (k > 0) {
+      first = advance(iov, first, static_cast<size_t>(k));
+      continue;
+    }
+    if (k == 0 && !sending) CHORUS_THROW(IoError, what, ": connection closed by peer ", net::peer_name(fd));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      CHORUS_THROW(IoError, what, ": ", sending ? "send to " : "receive from ", net::peer_name(fd),
+                   " failed: ", std::strerror(errno));
+    }
+    if (!net::wait_fd(fd, sending ? POLLOUT : POLLIN, deadline)) {
+      CHORUS_THROW(TimeoutError, what, ": ", sending ? "send to " : "receive from ",
+                   net::peer_name(fd), " timed out");
+    }
+  }
+}
+
+// The first bytes of a message; 0 means the peer closed before sending anything.
+size_t recv_first(int fd, unsigned char* buf, size_t n, Deadline deadline, const char* what) {
+  for (;;) {
+    ssize_t k = ::recv(fd, buf, n, 0);
+    if (k >= 0) return static_cast<size_t>(k);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      CHORUS_THROW(IoError, what, ": receive from ", net::peer_name(fd), " failed: ",
+                   std::strerror(errno));
+    }
+    if (!net::wait_fd(fd, POLLIN, deadline)) {
+      CHORUS_THROW(TimeoutError, what, ": no message from ", net::peer_name(fd), " in time");
+    }
+  }
+}
+
+}  // namespace
+
+void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& bulk,
+          Deadline deadline, const char* what) {
+  uint64_t bulk_bytes = 0;
+  for (const Piece& p : bulk) bulk_bytes += p.bytes;
+  CHORUS_CHECK_ARG(meta.size() <= kMaxMetaBytes, what, ": ", meta.size(),
+                   " bytes of message fields is over the limit of ", kMaxMetaBytes);
+  unsigned char header[kHeaderBytes];
+  put_le(header, kMagic, 4);
+  put_le(header + 4, kVersion, 2);
+  put_le(header + 6, static_cast<uint16_t>(type), 2);
+  put_le(header + 8, meta.size(), 4);
+  put_le(header + 12, bulk_bytes, 8);
+  std::vector<iovec> iov;
+  iov.reserve(bulk.size() + 2);
+  iov.push_back({header, kHeaderBytes});
+  iov.push_back({const_cast<char*>(meta.data()), meta.size()});
+  for (const Piece& p : bulk) iov.push_back({const_cast<void*>(p.data), p.bytes});
+  transfer(fd, std::move(iov), true, deadline, what);
+}
+
+bool receive(int fd, Deadline deadline, const char* what, Header& header, std::string& meta) {
+  unsigned char raw[kHeaderBytes];
+  size_t got = recv_first(fd, raw, sizeof(raw), deadline, what);
+  if (got == 0) return false;
+  if (got < sizeof(raw)) recv_bulk(fd, {{raw + got, sizeof(raw) - got}}, deadline, what);
+  uint32_t magic = static_cast<uint32_t>(get_le(raw, 4));
+  uint16_t version = static_cast<uint16_t>(get_le(raw + 4, 2));
+  if (magic != kMagic) {
+    CHORUS_THROW(IoError, what, ": bad message magic 0x", std::hex, magic,
+                 " (not a chorus ps peer, or the stream is corrupt)");
+  }
+  if (version != kVersion) {
+    CHORUS_THROW(IoError, what, ": unsupported ps protocol version ", version, " (this build speaks ",
+                 kVersion, ")");
+  }
+  header.type = static_cast<Type>(get_le(raw + 6, 2));
+  header.meta_bytes = static_cast<uint32_t>(get_le(raw + 8, 4));
+  header.bulk_bytes = get_le(raw + 12, 8);
+  if (header.meta_bytes > kMaxMetaBytes) {
+    CHORUS_THROW(IoError, what, ": ", header.meta_bytes, " bytes of message fields is over the "
+                 "limit of ", kMaxMetaBytes);
+  }
+  meta.assign(header.meta_bytes, '\0');
+  if (header.meta_bytes > 0) recv_bulk(fd, {{meta.data(), meta.size()}}, deadline, what);
+  return true;
+}
+
+void recv_bulk(int fd, const std::vector<Slot>& slots, Deadline deadline, const char* what) {
+  std::vector<iovec> iov;
+  iov.reserve(slots.size());
+  for (const Slot& s : slots) iov.push_back({s.data, s.bytes});
+  transfer(fd, std::move(iov), false, deadline, what);
+}
+
+}  // namespace chorus::ps::wire
