@@ -46,6 +46,9 @@ struct Args {
   std::string strategy = "mwms";  // or "ps"
   std::string ps_mode = "async";  // async | sync | ssp
   int staleness = 2;
+  // The cluster as TF1 flags instead of TF_CONFIG (--job_name chief|worker|ps).
+  std::string ps_hosts, worker_hosts, chief_host, job_name;
+  int task_index = 0;
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -57,7 +60,8 @@ Args parse(int argc, char** argv) {
       "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
       "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
       "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
-      "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]]\n"
+      "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]\n"
+      "   [--ps_hosts H:P,.. --worker_hosts H:P,.. --chief_host H:P --job_name J --task_index I]]\n"
       "  [--side-eval CHECKPOINT_DIR [--last-step S]]");
   flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
       .add("--steps-per-epoch", a.steps_per_epoch).add("--train-samples", a.train_samples)
@@ -65,7 +69,9 @@ Args parse(int argc, char** argv) {
       .add("--checkpoint-dir", a.checkpoint_dir).add("--logdir", a.logdir).add("--csv", a.csv)
       .add("--save-freq", a.save_freq).add("--threads", a.threads).add("--verbose", a.verbose)
       .add("--data", a.data).add("--side-eval", a.side_eval).add("--last-step", a.last_step)
-      .add("--strategy", a.strategy).add("--ps-mode", a.ps_mode).add("--staleness", a.staleness);
+      .add("--strategy", a.strategy).add("--ps-mode", a.ps_mode).add("--staleness", a.staleness)
+      .add("--ps_hosts", a.ps_hosts).add("--worker_hosts", a.worker_hosts).add("--chief_host", a.chief_host)
+      .add("--job_name", a.job_name).add("--task_index", a.task_index);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   if (a.strategy != "mwms" && a.strategy != "ps") flags.fail("--strategy");
@@ -104,7 +110,11 @@ std::unique_ptr<chorus::Strategy> make_strategy(const Args& args) {
            : args.ps_mode == "ssp" ? ps::UpdateMode::kBoundedStaleness
                                    : ps::UpdateMode::kAsync;
   o.max_staleness = args.staleness;
-  return std::make_unique<ParameterServerStrategy>(o);  // a ps task serves and exits here
+  if (args.job_name.empty()) return std::make_unique<ParameterServerStrategy>(o);  // TF_CONFIG
+  ps::ClusterSpec cluster = ps::ClusterSpec::from_flags(args.ps_hosts, args.worker_hosts, args.chief_host,
+                                                        args.job_name, args.task_index);
+  // A ps task serves and exits inside the constructor.
+  return std::make_unique<ParameterServerStrategy>(cluster, Secret{}, o);
 }
 
 int train(const Args& args) {

@@ -11,6 +11,7 @@
 
 #include "chorus/error.h"
 #include "rendezvous/job_env.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace chorus {
@@ -32,15 +33,7 @@ bool is_loopback(const std::string& host) {
 // Where the ranks of a single-host job without a configured secret meet to share one:
 // a directory only this user may enter, one file per store port.
 std::string shared_secret_path(const net::Endpoint& store) {
-  std::string dir = "/tmp/chorus-" + std::to_string(::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    CHORUS_THROW(IoError, "cannot create ", dir, ": ", std::strerror(errno));
-  }
-  struct stat st {};
-  CHORUS_CHECK_ARG(::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                       st.st_uid == ::getuid() && (st.st_mode & 077) == 0,
-                   dir, " must be a directory owned by this user with mode 0700");
-  return dir + "/secret-" + std::to_string(store.port);
+  return user_private_dir() + "/secret-" + std::to_string(store.port);
 }
 
 Secret read_shared_secret(const std::string& path, std::chrono::milliseconds timeout) {

@@ -15,6 +15,7 @@
 #include "chorus/error.h"
 #include "chorus/ps/cluster.h"
 #include "rendezvous/crypto.h"
+#include "util/env.h"
 
 namespace chorus::ps {
 namespace {
@@ -35,18 +36,6 @@ bool all_loopback(const ClusterSpec& spec) {
   return true;
 }
 
-std::string user_dir() {
-  std::string dir = "/tmp/chorus-" + std::to_string(::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    CHORUS_THROW(IoError, "cannot create ", dir, ": ", std::strerror(errno));
-  }
-  struct stat st {};
-  CHORUS_CHECK_ARG(::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                       st.st_uid == ::getuid() && (st.st_mode & 077) == 0,
-                   dir, " must be a directory owned by this user with mode 0700");
-  return dir;
-}
-
 // One file per chief address: the chief's address names the job on this host.
 std::string secret_path(const std::string& chief) {
   std::string name = "ps-secret-";
@@ -55,7 +44,7 @@ std::string secret_path(const std::string& chief) {
                  c == '.' || c == '-';
     name += plain ? c : '_';
   }
-  return user_dir() + "/" + name;
+  return user_private_dir() + "/" + name;
 }
 
 Secret shared_secret(const std::string& path) {

@@ -6,23 +6,19 @@
 // connection stays open.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ps_state.h"
+#include "rendezvous/connection_server.h"
 #include "util/net.h"
 #include "wire.h"
 
 namespace chorus::ps {
 
-struct Connection {
-  net::Fd fd;
-  std::string peer;
-  std::thread thread;
-  std::atomic<bool> done{false};
+// fd, peer, thread and done come from the ConnectionServer that runs the connection.
+struct Connection : rendezvous::Connection {
   std::vector<float> scratch;  // pushed gradients / pulled values, reused across requests
 };
 

@@ -4,24 +4,18 @@
 // within CHORUS_TIMEOUT_SECONDS once its first byte has, and blocked get/wait calls sleep on
 // StoreState's condition variable. Shutdown: a self-pipe wakes every poll(), StoreState::stop
 // wakes every waiter, and shutdown() on each socket interrupts reads and writes in progress.
-// Lock order: conns_mu_ is never held while taking StoreState's lock.
-#include <fcntl.h>
+// The acceptor, the threads and their reaping are rendezvous::ConnectionServer's.
+// Lock order: its connection-list lock is never held while taking StoreState's lock.
 #include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <list>
 #include <memory>
-#include <system_error>
-#include <thread>
 
 #include "chorus/error.h"
 #include "chorus/store.h"
 #include "rendezvous/auth.h"
+#include "rendezvous/connection_server.h"
 #include "rendezvous/frame.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/store_state.h"
@@ -31,6 +25,8 @@
 
 namespace chorus {
 
+using rendezvous::Connection;
+using rendezvous::ConnectionServer;
 using rendezvous::Frame;
 using rendezvous::PayloadReader;
 using rendezvous::PayloadWriter;
@@ -38,13 +34,6 @@ using rendezvous::StoreOp;
 using rendezvous::StoreState;
 
 namespace {
-
-struct Connection {
-  net::Fd fd;
-  std::string peer;
-  std::thread thread;
-  std::atomic<bool> done{false};
-};
 
 // A peer that hung up (or reset) while its request waits in the server.
 bool peer_gone(int fd) {
@@ -60,15 +49,21 @@ Deadline wait_deadline(int64_t timeout_ms) {
 }  // namespace
 
 struct TcpStoreServer::Impl {
-  Impl(Secret s, TcpStoreServerOptions o) : secret(std::move(s)), options(o) {}
+  Impl(Secret s, TcpStoreServerOptions o)
+      : secret(std::move(s)),
+        options(o),
+        server(server_options(options), [this](Connection& c) { serve(c); }) {}
+
+  static ConnectionServer::Options server_options(const TcpStoreServerOptions& o) {
+    ConnectionServer::Options so;
+    so.log_tag = "store";
+    so.max_clients = o.max_clients;
+    return so;
+  }
 
   void start(const std::string& host, uint16_t port);
   void stop();
-  void accept_loop();
-  void accept_one();
-  void reap_finished();
   void serve(Connection& conn);
-  bool wait_for_request(int fd);
   bool handle(Connection& conn, const Frame& request);
   std::string dispatch(Connection& conn, const Frame& request, StoreOp& status);
   std::string set(PayloadReader& in);
@@ -78,98 +73,23 @@ struct TcpStoreServer::Impl {
 
   Secret secret;
   TcpStoreServerOptions options;
-  net::Fd listener;
-  net::Fd wake_read, wake_write;  // self-pipe: written once at shutdown, never drained
   StoreState state;
-  std::atomic<bool> stopping{false};
   std::atomic<uint64_t> rejected{0};
-  std::mutex conns_mu;
-  std::list<std::unique_ptr<Connection>> conns;  // guarded by conns_mu
-  std::thread acceptor;
+  ConnectionServer server;  // its self-pipe is written once at shutdown, never drained
 };
 
 void TcpStoreServer::Impl::start(const std::string& host, uint16_t port) {
   CHORUS_CHECK_ARG(!secret.empty(), "TcpStoreServer needs a job secret");
   CHORUS_CHECK_ARG(options.max_clients > 0, "TcpStoreServerOptions.max_clients must be > 0");
-  listener = net::listen_tcp(host, port);
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    CHORUS_THROW(IoError, "pipe2 failed: ", std::strerror(errno));
-  }
-  wake_read.reset(pipe_fds[0]);
-  wake_write.reset(pipe_fds[1]);
-  acceptor = std::thread([this] { accept_loop(); });
+  server.start(host, port);
 }
 
 void TcpStoreServer::Impl::stop() {
-  stopping = true;
-  char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_write.get(), &byte, 1);
-  state.stop();
-  if (acceptor.joinable()) acceptor.join();  // no connection is added after this
-  std::list<std::unique_ptr<Connection>> all;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu);
-    for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
-    all.swap(conns);
-  }
-  for (auto& c : all) c->thread.join();
-}
-
-void TcpStoreServer::Impl::accept_loop() {
-  while (!stopping) {
-    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {wake_read.get(), POLLIN, 0}};
-    // The 1 s bound lets finished connection threads be joined on an idle server too.
-    int rc = ::poll(fds, 2, 1000);
-    if (stopping) break;
-    reap_finished();
-    if (rc > 0 && (fds[0].revents & POLLIN)) accept_one();
-  }
-}
-
-void TcpStoreServer::Impl::accept_one() {
-  int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-      CHORUS_LOG(kWarning, "store") << "accept failed: " << std::strerror(errno);
-    }
-    return;
-  }
-  auto conn = std::make_unique<Connection>();
-  conn->fd.reset(fd);
-  conn->peer = net::peer_name(fd);
-  net::set_nodelay(fd);
-  std::lock_guard<std::mutex> lock(conns_mu);
-  if (conns.size() >= static_cast<size_t>(options.max_clients)) {
-    CHORUS_LOG(kWarning, "store") << "refused " << conn->peer << ": already serving "
-                                  << conns.size() << " clients (max_clients)";
-    return;
-  }
-  Connection* raw = conn.get();
-  try {
-    raw->thread = std::thread([this, raw] { serve(*raw); });
-  } catch (const std::system_error& e) {  // out of threads: refuse this one, keep serving
-    CHORUS_LOG(kWarning, "store") << "refused " << raw->peer << ": " << e.what();
-    return;
-  }
-  conns.push_back(std::move(conn));
-}
-
-void TcpStoreServer::Impl::reap_finished() {
-  std::list<std::unique_ptr<Connection>> finished;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu);
-    for (auto it = conns.begin(); it != conns.end();) {
-      auto next = std::next(it);
-      if ((*it)->done) finished.splice(finished.end(), conns, it);
-      it = next;
-    }
-  }
-  for (auto& c : finished) c->thread.join();
+  server.stop([this] { state.stop(); });
 }
 
 void TcpStoreServer::Impl::reject(const Connection& conn, const std::string& why) {
-  if (stopping) return;  // errors caused by our own shutdown are not the client's fault
+  if (server.stopping()) return;  // errors caused by our own shutdown are not the client's fault
   rejected.fetch_add(1);
   CHORUS_LOG(kWarning, "store") << "dropped connection from " << conn.peer << ": " << why;
 }
@@ -182,7 +102,7 @@ void TcpStoreServer::Impl::serve(Connection& conn) {
     rendezvous::authenticate_server(fd, secret, rendezvous::kStorePurpose,
                                     Deadline::after(options.handshake_timeout));
     Frame request;
-    while (wait_for_request(fd) &&
+    while (server.wait_for_request(fd) &&
            rendezvous::read_frame(fd, max_frame, Deadline::after(default_timeout()),
                                   "store request", request) &&
            handle(conn, request)) {
@@ -190,22 +110,7 @@ void TcpStoreServer::Impl::serve(Connection& conn) {
   } catch (const Error& e) {  // bad handshake, bad frame, malformed payload, stalled sender
     reject(conn, e.what());
   }
-  // Tell the peer now; the descriptor itself is closed when the acceptor reaps this
-  // record, so stop() can never shutdown() a number the kernel has reused.
-  ::shutdown(fd, SHUT_RDWR);
-  conn.done = true;
-}
-
-// An authenticated client may stay idle as long as it likes, so this wait has no deadline
-// of its own: it ends when a request (or EOF) arrives or the server shuts down.
-bool TcpStoreServer::Impl::wait_for_request(int fd) {
-  pollfd fds[2] = {{fd, POLLIN, 0}, {wake_read.get(), POLLIN, 0}};
-  for (;;) {
-    int rc = ::poll(fds, 2, -1);
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) CHORUS_THROW(IoError, "poll failed: ", std::strerror(errno));
-    return !stopping && (fds[0].revents != 0);
-  }
+  // ConnectionServer now shutdown()s the socket and marks the record done.
 }
 
 bool TcpStoreServer::Impl::handle(Connection& conn, const Frame& request) {
@@ -217,7 +122,7 @@ bool TcpStoreServer::Impl::handle(Connection& conn, const Frame& request) {
     status = StoreOp::kError;
     payload = PayloadWriter().str(e.what()).take();
   }
-  if (stopping) return false;
+  if (server.stopping()) return false;
   try {
     rendezvous::write_frame(conn.fd.get(), static_cast<uint16_t>(status), payload,
                             Deadline::after(default_timeout()), "store response");
@@ -310,7 +215,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, Secret se
 
 TcpStoreServer::~TcpStoreServer() { impl_->stop(); }
 
-uint16_t TcpStoreServer::port() const { return net::local_port(impl_->listener.get()); }
+uint16_t TcpStoreServer::port() const { return impl_->server.port(); }
 
 uint64_t TcpStoreServer::rejected_connections() const { return impl_->rejected.load(); }
 

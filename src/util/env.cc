@@ -1,7 +1,11 @@
 #include "util/env.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "chorus/error.h"
 
@@ -41,6 +45,18 @@ std::chrono::milliseconds default_timeout() {
   double seconds = env_double_or("CHORUS_TIMEOUT_SECONDS", 60.0);
   CHORUS_CHECK_ARG(seconds > 0, "CHORUS_TIMEOUT_SECONDS must be positive, got ", seconds);
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+std::string user_private_dir() {
+  std::string dir = "/tmp/chorus-" + std::to_string(::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    CHORUS_THROW(IoError, "cannot create ", dir, ": ", std::strerror(errno));
+  }
+  struct stat st {};
+  CHORUS_CHECK_ARG(::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                       st.st_uid == ::getuid() && (st.st_mode & 077) == 0,
+                   dir, " must be a directory owned by this user with mode 0700");
+  return dir;
 }
 
 }  // namespace chorus

@@ -19,4 +19,9 @@ double env_double_or(const char* name, double fallback);
 // CHORUS_TIMEOUT_SECONDS (default 60): the bound on every blocking wait.
 std::chrono::milliseconds default_timeout();
 
+// /tmp/chorus-<uid>, created with mode 0700 if missing: where the tasks of a job on one
+// host meet (shared secret files). Throws IoError when it cannot be created and
+// InvalidArgument when it exists but is not a directory this user alone may enter.
+std::string user_private_dir();
+
 }  // namespace chorus

@@ -48,13 +48,20 @@ class Cluster {
     std::vector<std::string> argv = {KERAS_FASHION_MNIST, "--strategy", "ps"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), data.begin(), data.end());
-    EnvList env = {{"TF_CONFIG", tf_config(role, index)}, {"CHORUS_SECRET", "ps-test-secret"}};
+    EnvList env = {{"CHORUS_SECRET", "ps-test-secret"}};
+    if (use_flags) {
+      argv.insert(argv.end(), {"--ps_hosts", join(ps_), "--worker_hosts", join(workers_), "--chief_host",
+                               chief_, "--job_name", role, "--task_index", std::to_string(index)});
+    } else {
+      env.push_back({"TF_CONFIG", tf_config(role, index)});
+    }
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     return spawn(argv, env, log(role, index));
   }
 
   EnvList extra_env;
   std::vector<std::string> data = kData;
+  bool use_flags = false;  // --ps_hosts ... --task_index instead of TF_CONFIG
 
   struct Pids {
     pid_t chief = -1;
@@ -69,6 +76,11 @@ class Cluster {
   }
 
  private:
+  static std::string join(const std::vector<std::string>& list) {
+    std::string s;
+    for (const auto& a : list) s += (s.empty() ? "" : ",") + a;
+    return s;
+  }
   static std::string address() { return "127.0.0.1:" + std::to_string(free_port()); }
   std::string dir_, chief_;
   std::vector<std::string> workers_, ps_;
@@ -171,6 +183,7 @@ TEST(PsExamplesTest, AKilledPsIsUnavailableAndTheRestartResumesFromTheBackup) {
     for (pid_t p : pids.workers) EXPECT_GE(wait_exit(p, 60s), 0) << "a worker exits";
   }
   Cluster again(dir.path() + "/second", 2, 1);
+  again.use_flags = true;  // the restarted cluster is described by TF1-style flags
   std::filesystem::create_directories(dir.path() + "/second");
   auto pids = again.start_all(args);
   const std::string chief = again.log("chief", 0);

@@ -46,14 +46,11 @@ void Coordinator::Impl::serve(Conn& c) {
     int index = read_hello(c);
     if (index >= 0 && enroll(c, index)) session(c);
   } catch (const std::exception& e) {  // bad handshake or frame, dead or silent worker, OOM
-    if (!stopping) CHORUS_LOG(kWarning, "coordinator") << "dropped " << c.peer << ": " << e.what();
+    if (!server.stopping()) CHORUS_LOG(kWarning, "coordinator") << "dropped " << c.peer << ": " << e.what();
   }
   retire(c);
-  // The descriptor is closed when the acceptor reaps this record, so stop() never
-  // shutdown()s a number the kernel has reused.
-  ::shutdown(c.fd.get(), SHUT_RDWR);
-  c.enrolled = false;
-  c.done = true;
+  // ConnectionServer now shutdown()s the socket, then runs on_closed (enrolled = false),
+  // then marks the record done.
 }
 
 // The handshake and the hello share one deadline; -1 when the peer left cleanly.
@@ -127,7 +124,7 @@ void Coordinator::Impl::session(Conn& c) {
       }
       handle(c, frame);
       last_heard = Clock::now();
-    } else if (stopping) {
+    } else if (server.stopping()) {
       return;
     }
     if (Clock::now() - last_heard >= heartbeat_timeout) {
@@ -140,10 +137,10 @@ void Coordinator::Impl::session(Conn& c) {
 // Waits for a frame, a wake-up or stop(); true when the socket has something to read.
 bool Coordinator::Impl::wait_readable(Conn& c, int timeout_ms) {
   pollfd fds[3] = {
-      {c.fd.get(), POLLIN, 0}, {c.wake.get(), POLLIN, 0}, {stop_read.get(), POLLIN, 0}};
+      {c.fd.get(), POLLIN, 0}, {c.wake.get(), POLLIN, 0}, {server.wake_fd(), POLLIN, 0}};
   int rc = ::poll(fds, 3, timeout_ms);
   if (rc < 0 && errno != EINTR) CHORUS_THROW(IoError, "poll failed: ", std::strerror(errno));
-  if (rc <= 0 || stopping) return false;
+  if (rc <= 0 || server.stopping()) return false;
   if (fds[1].revents & POLLIN) {
     uint64_t count;
     [[maybe_unused]] ssize_t n = ::read(c.wake.get(), &count, sizeof(count));

@@ -1,15 +1,10 @@
 // The Coordinator's lifecycle, its acceptor thread and the calls users make. The per-worker
 // protocol is in connection.cc; the dispatch rules in scheduler.cc.
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <system_error>
+#include <memory>
 
 #include "chorus/error.h"
 #include "ps/coordinator/coordinator_impl.h"
@@ -46,36 +41,31 @@ Coordinator::Impl::Impl(Secret s, CoordinatorOptions o)
       heartbeat_timeout(or_default(o.heartbeat_timeout)),
       ping_interval(ping_interval_for(heartbeat_timeout)),
       no_worker_timeout(or_default(o.no_worker_timeout)),
-      scheduler(o.max_staleness, o.max_attempts, Clock::now()) {}
+      scheduler(o.max_staleness, o.max_attempts, Clock::now()),
+      server(server_options(), [this](rendezvous::Connection& c) { serve(static_cast<Conn&>(c)); }) {}
+
+rendezvous::ConnectionServer::Options Coordinator::Impl::server_options() {
+  rendezvous::ConnectionServer::Options so;
+  so.log_tag = "coordinator";
+  so.max_clients = 0;  // no limit
+  so.poll_timeout_ms = [this] { return check_no_worker_timeout(); };
+  so.make_connection = [] { return std::make_unique<Conn>(); };
+  so.on_accept = [this](rendezvous::Connection& c) { return prepare(static_cast<Conn&>(c)); };
+  so.on_closed = [](rendezvous::Connection& c) { static_cast<Conn&>(c).enrolled = false; };
+  return so;
+}
 
 void Coordinator::Impl::start(const std::string& host, uint16_t port) {
   CHORUS_CHECK_ARG(!secret.empty(), "Coordinator needs a job secret");
   CHORUS_CHECK_ARG(options.max_attempts > 0, "CoordinatorOptions.max_attempts must be > 0");
   CHORUS_CHECK_ARG(heartbeat_timeout.count() <= UINT32_MAX, "heartbeat_timeout is too long");
-  listener = net::listen_tcp(host, port);
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    CHORUS_THROW(IoError, "pipe2 failed: ", std::strerror(errno));
-  }
-  stop_read.reset(pipe_fds[0]);
-  stop_write.reset(pipe_fds[1]);
-  acceptor = std::thread([this] { accept_loop(); });
+  server.start(host, port);
 }
 
 void Coordinator::Impl::stop() {
   request_shutdown();
   wait_for_goodbyes();
-  stopping = true;
-  char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(stop_write.get(), &byte, 1);
-  if (acceptor.joinable()) acceptor.join();  // no connection is added after this
-  std::list<std::unique_ptr<Conn>> all;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu);
-    for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
-    all.swap(conns);
-  }
-  for (auto& c : all) c->thread.join();
+  server.stop();
   std::lock_guard<std::mutex> lock(mu);
   scheduler.fail_all(
       CHORUS_UNAVAILABLE_PTR("the coordinator was destroyed before the step finished"));
@@ -87,24 +77,10 @@ void Coordinator::Impl::stop() {
 void Coordinator::Impl::wait_for_goodbyes() {
   Deadline deadline = Deadline::after(kGoodbyeGrace);
   while (!deadline.expired()) {
-    bool any = false;
-    {
-      std::lock_guard<std::mutex> lock(conns_mu);
-      for (auto& c : conns) any = any || c->enrolled.load();
-    }
+    bool any = server.any_connection(
+        [](const rendezvous::Connection& c) { return static_cast<const Conn&>(c).enrolled.load(); });
     if (!any) return;
     std::this_thread::sleep_for(milliseconds(5));
-  }
-}
-
-void Coordinator::Impl::accept_loop() {
-  while (!stopping) {
-    int sleep_ms = check_no_worker_timeout();
-    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {stop_read.get(), POLLIN, 0}};
-    int rc = ::poll(fds, 2, sleep_ms);
-    if (stopping) break;
-    reap_finished();
-    if (rc > 0 && (fds[0].revents & POLLIN)) accept_one();
   }
 }
 
@@ -123,45 +99,13 @@ int Coordinator::Impl::check_no_worker_timeout() {
   return static_cast<int>(kAcceptorTick.count());
 }
 
-void Coordinator::Impl::accept_one() {
-  int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-      CHORUS_LOG(kWarning, "coordinator") << "accept failed: " << std::strerror(errno);
-    }
-    return;
+bool Coordinator::Impl::prepare(Conn& c) {
+  c.wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!c.wake.valid()) {
+    CHORUS_LOG(kWarning, "coordinator") << "refused " << c.peer << ": eventfd failed";
+    return false;
   }
-  auto conn = std::make_unique<Conn>();
-  conn->fd.reset(fd);
-  conn->peer = net::peer_name(fd);
-  net::set_nodelay(fd);
-  conn->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!conn->wake.valid()) {
-    CHORUS_LOG(kWarning, "coordinator") << "refused " << conn->peer << ": eventfd failed";
-    return;
-  }
-  Conn* raw = conn.get();
-  std::lock_guard<std::mutex> lock(conns_mu);
-  try {
-    raw->thread = std::thread([this, raw] { serve(*raw); });
-  } catch (const std::system_error& e) {  // out of threads: refuse this one, keep serving
-    CHORUS_LOG(kWarning, "coordinator") << "refused " << raw->peer << ": " << e.what();
-    return;
-  }
-  conns.push_back(std::move(conn));
-}
-
-void Coordinator::Impl::reap_finished() {
-  std::list<std::unique_ptr<Conn>> finished;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu);
-    for (auto it = conns.begin(); it != conns.end();) {
-      auto next = std::next(it);
-      if ((*it)->done) finished.splice(finished.end(), conns, it);
-      it = next;
-    }
-  }
-  for (auto& c : finished) c->thread.join();
+  return true;
 }
 
 void Coordinator::Impl::request_shutdown() {
@@ -189,7 +133,7 @@ Coordinator::Coordinator(const std::string& host, uint16_t port, Secret secret,
 
 Coordinator::~Coordinator() { impl_->stop(); }
 
-uint16_t Coordinator::port() const { return net::local_port(impl_->listener.get()); }
+uint16_t Coordinator::port() const { return impl_->server.port(); }
 
 RemoteValue Coordinator::schedule(const std::string& function, const std::string& argument) {
   CHORUS_CHECK_ARG(!function.empty() && function.size() <= coordinator::kMaxFunctionBytes,

@@ -4,14 +4,14 @@
 // change what a worker may do (schedule, a reply, a worker leaving, shutdown) wake the
 // other connection threads through each one's eventfd; they then ask the Scheduler.
 //
-// Locks: `mu` guards the Scheduler, `owners` and `shutting_down`; `conns_mu` guards the
-// list of connection records. Never hold both. RemoteValue states are filled under `mu`
+// The acceptor, the threads and their reaping are rendezvous::ConnectionServer's.
+// Locks: `mu` guards the Scheduler, `owners` and `shutting_down`; the ConnectionServer's
+// lock guards the list of connection records. Never hold both. RemoteValue states are filled under `mu`
 // (their own lock comes second).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,21 +20,20 @@
 
 #include "chorus/ps/coordinator.h"
 #include "ps/coordinator/scheduler.h"
+#include "rendezvous/connection_server.h"
 #include "util/net.h"
 
 namespace chorus::ps {
 
 namespace coordinator {
 
-struct Conn {
-  net::Fd fd;
+// fd, peer, thread and done (the thread has finished; the acceptor may reap it) come
+// from the ConnectionServer that runs the connection.
+struct Conn : rendezvous::Connection {
   net::Fd wake;  // eventfd: "the scheduler changed, look again"
-  std::string peer;
-  std::thread thread;
   int index = -1;                     // guarded by Impl::mu; set once registered
   bool bye_sent = false;              // own thread only
   std::atomic<bool> enrolled{false};  // registered and not yet gone (for the destructor)
-  std::atomic<bool> done{false};      // the thread has finished; the acceptor may reap it
 };
 
 }  // namespace coordinator
@@ -47,9 +46,8 @@ struct Coordinator::Impl {
   // coordinator.cc: lifecycle, acceptor and the public calls.
   void start(const std::string& host, uint16_t port);
   void stop();
-  void accept_loop();
-  void accept_one();
-  void reap_finished();
+  rendezvous::ConnectionServer::Options server_options();
+  bool prepare(Conn& c);          // acceptor thread: the eventfd; false refuses the socket
   int check_no_worker_timeout();  // returns how long the acceptor may sleep (ms)
   void wait_for_goodbyes();
   void request_shutdown();
@@ -73,10 +71,6 @@ struct Coordinator::Impl {
   const std::chrono::milliseconds ping_interval;
   const std::chrono::milliseconds no_worker_timeout;
 
-  net::Fd listener;
-  net::Fd stop_read, stop_write;  // self-pipe: written once by stop(), never drained
-  std::atomic<bool> stopping{false};
-
   mutable std::mutex mu;
   std::condition_variable cv;        // a step ended, a worker came or went
   coordinator::Scheduler scheduler;  // guarded by mu
@@ -84,9 +78,8 @@ struct Coordinator::Impl {
   bool shutting_down = false;        // guarded by mu
   int64_t next_step_id = 0;          // guarded by mu
 
-  std::mutex conns_mu;
-  std::list<std::unique_ptr<Conn>> conns;  // guarded by conns_mu
-  std::thread acceptor;
+  // Its self-pipe (wake_fd()) is written once by stop(), never drained.
+  rendezvous::ConnectionServer server;
 };
 
 }  // namespace chorus::ps
