@@ -225,6 +225,8 @@ ParameterServerStrategy::ParameterServerStrategy(ps::ClusterSpec cluster, Secret
   cluster.validate();
   CHORUS_CHECK_ARG(options.max_staleness >= 0, "ParameterServerStrategy: max_staleness must be >= 0, got ",
                    options.max_staleness);
+  CHORUS_CHECK_ARG(options.rounds_in_flight >= 1,
+                   "ParameterServerStrategy: rounds_in_flight must be >= 1, got ", options.rounds_in_flight);
   impl_->secret = secret.empty() ? ps::cluster_secret(cluster) : std::move(secret);
   impl_->cluster = std::move(cluster);
   impl_->options = options;

@@ -187,6 +187,7 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   }
   History history;
   Logs last;
+  const StepSource rounds = remote ? scheduled_rounds(*ps, ctx) : StepSource{};
   for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training; ++ctx.epoch) {
     ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
     std::optional<DatasetIterator> pass;
@@ -203,7 +204,7 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
     for (auto& c : callbacks) c->on_epoch_begin(ctx);
     DatasetIterator* it = continuous ? &*stream : pass ? &*pass : nullptr;
     const StepSource next_step = [&]() -> std::optional<StepSums> {
-      if (remote) return scheduled_round(*ps);
+      if (remote) return rounds();
       std::optional<Example> batch = it->next();
       if (!batch) return std::nullopt;
       return step(*batch, global_batch, /*train=*/true);
@@ -222,6 +223,7 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
     history.epochs.push_back(logs);
     last = logs;
   }
+  if (remote) ps->join();  // rounds scheduled ahead of an early stop
   for (auto& c : callbacks) c->on_train_end(ctx, last);
   return history;
 }

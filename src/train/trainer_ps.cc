@@ -3,6 +3,10 @@
 // num_workers scheduled steps, whose loss and metric sums it adds up.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <deque>
+#include <memory>
+
 #include "chorus/error.h"
 #include "chorus/train/ps_strategy.h"
 #include "chorus/train/trainer.h"
@@ -29,12 +33,32 @@ History Trainer::serve_scheduled_steps(ParameterServerStrategy& strategy, const 
   return History{};
 }
 
-Trainer::StepSums Trainer::scheduled_round(ParameterServerStrategy& strategy) {
-  std::vector<ps::RemoteValue> round;
-  for (int w = 0; w < strategy.num_workers(); ++w) round.push_back(strategy.schedule(kTrainStep));
-  StepSums sums;
-  for (const auto& value : round) sums.add(ParameterServerStrategy::values(value));
-  return sums;
+// Rounds are scheduled `rounds_in_flight` ahead, so a worker that finishes its step takes
+// one of the next round at once instead of waiting for the chief to collect this one.
+Trainer::StepSource Trainer::scheduled_rounds(ParameterServerStrategy& strategy, const TrainContext& ctx) {
+  struct Pipeline {
+    std::deque<std::vector<ps::RemoteValue>> rounds;
+    int64_t unscheduled = -1;  // set at the first call: BackupAndRestore moves the start
+  };
+  auto pipeline = std::make_shared<Pipeline>();
+  const size_t depth = static_cast<size_t>(std::max(1, strategy.options().rounds_in_flight));
+  return [&strategy, &ctx, pipeline, depth]() -> std::optional<StepSums> {
+    Pipeline& p = *pipeline;
+    if (p.unscheduled < 0) {
+      p.unscheduled = (ctx.epochs - ctx.initial_epoch) * ctx.steps_per_epoch - ctx.initial_step;
+    }
+    while (p.rounds.size() < depth && p.unscheduled > 0) {
+      std::vector<ps::RemoteValue> round;
+      for (int w = 0; w < strategy.num_workers(); ++w) round.push_back(strategy.schedule(kTrainStep));
+      p.rounds.push_back(std::move(round));
+      --p.unscheduled;
+    }
+    if (p.rounds.empty()) return std::nullopt;
+    StepSums sums;
+    for (const auto& value : p.rounds.front()) sums.add(ParameterServerStrategy::values(value));
+    p.rounds.pop_front();
+    return sums;
+  };
 }
 
 }  // namespace chorus

@@ -69,6 +69,9 @@ class ParameterServerStrategy : public Strategy {
     int max_staleness = 2;            // kBoundedStaleness
     int64_t max_shard_elements = 0;   // partitioner; 0: its default
     bool exit_after_serving = true;   // ps role: exit(0) after serving (see above)
+    // Trainer::fit on the chief keeps this many rounds scheduled, so workers do not wait
+    // for the chief between rounds (1: each round waits for the previous one).
+    int rounds_in_flight = 2;
     // Waiting for tasks to start and for every later reply; 0: CHORUS_TIMEOUT_SECONDS.
     std::chrono::milliseconds timeout{0};
   };

@@ -87,10 +87,10 @@ class Trainer {
   Logs run_epoch(TrainContext& ctx, const StepSource& next_step,
                  std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
   // ParameterServerStrategy (trainer_ps.cc): a worker serves the chief's steps; the chief's
-  // step is a round of one scheduled step per worker.
+  // step is a round of one scheduled step per worker, scheduled ahead (see ps_strategy.h).
   History serve_scheduled_steps(ParameterServerStrategy& strategy, const Dataset& train,
                                 const FitOptions& options);
-  StepSums scheduled_round(ParameterServerStrategy& strategy);
+  StepSource scheduled_rounds(ParameterServerStrategy& strategy, const TrainContext& ctx);
 
   Strategy& strategy_;
   ReplicatedModel& model_;
