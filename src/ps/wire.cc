@@ -64,22 +64,6 @@ void transfer(int fd, std::vector<iovec> iov, bool sending, Deadline deadline, c
   }
 }
 
-// The first bytes of a message; 0 means the peer closed before sending anything.
-size_t recv_first(int fd, unsigned char* buf, size_t n, Deadline deadline, const char* what) {
-  for (;;) {
-    ssize_t k = ::recv(fd, buf, n, 0);
-    if (k >= 0) return static_cast<size_t>(k);
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      CHORUS_THROW(IoError, what, ": receive from ", net::peer_name(fd), " failed: ",
-                   std::strerror(errno));
-    }
-    if (!net::wait_fd(fd, POLLIN, deadline)) {
-      CHORUS_THROW(TimeoutError, what, ": no message from ", net::peer_name(fd), " in time");
-    }
-  }
-}
-
 }  // namespace
 
 void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& bulk,
@@ -104,7 +88,7 @@ void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& 
 
 bool receive(int fd, Deadline deadline, const char* what, Header& header, std::string& meta) {
   unsigned char raw[kHeaderBytes];
-  size_t got = recv_first(fd, raw, sizeof(raw), deadline, what);
+  size_t got = net::recv_some(fd, raw, sizeof(raw), deadline, what);
   if (got == 0) return false;
   if (got < sizeof(raw)) recv_bulk(fd, {{raw + got, sizeof(raw) - got}}, deadline, what);
   uint32_t magic = static_cast<uint32_t>(get_le(raw, 4));

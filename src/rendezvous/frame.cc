@@ -23,22 +23,6 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   return v;
 }
 
-// Reads the first chunk of a header; 0 means the peer closed before sending anything.
-size_t recv_first(int fd, unsigned char* buf, size_t n, Deadline deadline, const char* what) {
-  for (;;) {
-    ssize_t k = ::recv(fd, buf, n, 0);
-    if (k >= 0) return static_cast<size_t>(k);
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      CHORUS_THROW(IoError, what, ": receive from ", net::peer_name(fd),
-                   " failed: ", std::strerror(errno));
-    }
-    if (!net::wait_fd(fd, POLLIN, deadline)) {
-      CHORUS_THROW(TimeoutError, what, ": no frame from ", net::peer_name(fd), " in time");
-    }
-  }
-}
-
 }  // namespace
 
 void encode_header(const FrameHeader& header, unsigned char out[kFrameHeaderBytes]) {
@@ -84,7 +68,7 @@ void write_frame(int fd, uint16_t type, const std::string& payload, Deadline dea
 
 bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what, Frame& out) {
   unsigned char header[kFrameHeaderBytes];
-  size_t got = recv_first(fd, header, sizeof(header), deadline, what);
+  size_t got = net::recv_some(fd, header, sizeof(header), deadline, what);
   if (got == 0) return false;
   if (got < sizeof(header)) net::recv_all(fd, header + got, sizeof(header) - got, deadline, what);
   FrameHeader h = decode_header(header, max_length);  // checked before allocating

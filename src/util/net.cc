@@ -148,6 +148,20 @@ std::string peer_name(int fd) {
   return Endpoint{format_addr(ss), addr_port(ss)}.to_string();
 }
 
+size_t recv_some(int fd, void* data, size_t n, Deadline deadline, const char* what) {
+  for (;;) {
+    ssize_t k = ::recv(fd, data, n, 0);
+    if (k >= 0) return static_cast<size_t>(k);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd), " failed: ", std::strerror(errno));
+    }
+    if (!wait_fd(fd, POLLIN, deadline)) {
+      CHORUS_THROW(TimeoutError, what, ": nothing from ", peer_name(fd), " in time");
+    }
+  }
+}
+
 bool wait_fd(int fd, short events, Deadline deadline) {
   for (;;) {
     pollfd p{fd, events, 0};

@@ -71,6 +71,10 @@ void set_buffer_sizes(int fd, int bytes);
 void send_all(int fd, const void* data, size_t n, Deadline deadline, const char* what);
 void recv_all(int fd, void* data, size_t n, Deadline deadline, const char* what);
 
+// Receives what has arrived, 1..n bytes, waiting for the first; 0 means the peer closed
+// before sending anything (a clean end between messages). TimeoutError past `deadline`.
+size_t recv_some(int fd, void* data, size_t n, Deadline deadline, const char* what);
+
 // Waits until fd is readable (events=POLLIN) or writable (POLLOUT). Returns false on timeout.
 bool wait_fd(int fd, short events, Deadline deadline);
 
