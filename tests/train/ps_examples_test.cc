@@ -2,7 +2,8 @@
 // workers and ps tasks started by hand with TF_CONFIG (so the test knows every pid), a
 // worker SIGKILLed mid-training (its steps rerun elsewhere, training finishes), a ps
 // SIGKILLed (the chief fails with UnavailableError; a restart resumes from the backup),
-// and the custom loop under `chorusrun --ps`. Time limits only guard against hangs.
+// the same under `chorusrun --ps --max-restarts 1`, and the custom loop under
+// `chorusrun --ps`. Time limits only guard against hangs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -193,6 +194,47 @@ TEST(PsExamplesTest, AKilledPsIsUnavailableAndTheRestartResumesFromTheBackup) {
   const std::string log = slurp(chief);
   EXPECT_NE(log.find("BackupAndRestore: resuming at epoch 1 step 0"), std::string::npos) << log;
   EXPECT_GT(val_accuracy(log), 0.6) << log;
+}
+
+// The pid of a live process whose command line mentions `marker` and whose TF_CONFIG
+// makes it a task of `role` (chorusrun started it: the test does not know its pid).
+pid_t find_task(const std::string& marker, const std::string& role) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = slurp(entry.path() / "cmdline"), environ = slurp(entry.path() / "environ");
+    if (cmdline.find(marker) != std::string::npos &&
+        environ.find("\"task\": {\"type\": \"" + role + "\"") != std::string::npos) {
+      return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
+TEST(PsExamplesTest, ChorusrunRestartsTheClusterAfterAPsDiesAndTrainingResumes) {
+  TempDir dir;
+  const std::string backup = dir.path() + "/backup", logs = dir.path() + "/logs";
+  std::filesystem::create_directories(logs);
+  std::vector<std::string> args = {"--ps", "1", "-np", "2", "--max-restarts", "1", "--output-dir", logs,
+                                   KERAS_FASHION_MNIST, "--strategy", "ps", "--epochs", "3",
+                                   "--backup-dir", backup};
+  args.insert(args.end(), kData.begin(), kData.end());
+  RunSpec spec(args);
+  spec.timeout = 300s;
+  spec.during = [&](pid_t) {
+    if (!wait_for_text(logs + "/chief.log", "BackupAndRestore: saved epoch 0 step 47", 240s)) return;
+    const pid_t ps = find_task(backup, "ps");
+    if (ps > 0) ::kill(ps, SIGKILL);
+  };
+  RunResult r = run_chorusrun(spec);
+  const std::string chief = slurp(logs + "/chief.log");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << chief;
+  // The launcher ends the attempt as soon as the ps dies (the by-hand test above shows the
+  // chief's own UnavailableError) and starts every task again.
+  EXPECT_NE((r.out + r.err).find("restarting the job (restart 1 of 1) after: ps 0"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_NE(chief.find("BackupAndRestore: resuming at epoch 1 step 0"), std::string::npos) << chief;
+  EXPECT_GT(val_accuracy(chief), 0.6) << chief;
 }
 
 TEST(PsExamplesTest, CustomLoopUnderChorusrunPs) {
