@@ -2,28 +2,17 @@
 // (no launcher), the custom loop under MirroredStrategy, ResNet-18 at a small size, and
 // BackupAndRestore surviving a worker SIGKILLed mid-epoch under chorusrun --max-restarts 1.
 // Time limits here only guard against hangs.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
-#include <thread>
 
 #include "process_harness.h"
 #include "tools/run_helper.h"
 
 namespace chorus::test {
 namespace {
-
-using namespace std::chrono_literals;
 
 const std::vector<std::string> kSmall = {"--train-samples", "1024", "--test-samples", "1000",
                                          "--threads", "1", "--verbose", "2"};

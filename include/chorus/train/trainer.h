@@ -64,6 +64,8 @@ class Trainer {
   // Errors: InvalidArgument (bad options, a dataset that does not yield {input, target},
   // batch not divisible by the workers), and what the strategy's collectives throw.
   History fit(const Dataset& train, FitOptions options);
+  // Under ParameterServerStrategy only the chief evaluates (with the ps tasks' variables);
+  // a worker gets empty Logs.
   Logs evaluate(const Dataset& data, int64_t steps = -1, int verbose = 0,
                 AutoShardPolicy shard_policy = AutoShardPolicy::kAuto);
   // Outputs of the primary replica for every batch, concatenated; not sharded (every
