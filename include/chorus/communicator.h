@@ -46,6 +46,9 @@ struct CommunicatorOptions {
   std::string store_host;          // the store's host: the default bind address is the
                                    // interface that reaches it (Job sets it)
   size_t shm_ring_bytes = size_t{4} << 20;   // CHORUS_SHM_RING_BYTES, per direction
+  // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
+  // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
+  std::string tcp_congestion = "auto";
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]

@@ -14,6 +14,7 @@ CommunicatorOptions CommunicatorOptions::from_env() {
   o.host_id = mesh.host_id;
   o.store_host = mesh.store_host;
   o.shm_ring_bytes = mesh.shm_ring_bytes;
+  o.tcp_congestion = mesh.tcp_congestion;
   o.timeout = mesh.timeout;
   if (auto v = env_string("CHORUS_ALLREDUCE_ALGO")) {
     o.allreduce_algorithm = parse_allreduce_algorithm(*v);
@@ -34,6 +35,7 @@ std::unique_ptr<Communicator> Communicator::create(Store& store, int rank, int s
   mesh_options.host_id = options.host_id;
   mesh_options.store_host = options.store_host;
   mesh_options.shm_ring_bytes = options.shm_ring_bytes;
+  mesh_options.tcp_congestion = options.tcp_congestion;
   mesh_options.timeout = options.timeout;
   mesh_options.secret = options.secret;
   auto mesh = transport::connect_mesh(store, rank, size, mesh_options);

@@ -143,6 +143,27 @@ TransportKind parse_transport_kind(const std::string& name) {
   CHORUS_THROW(InvalidArgument, "unknown transport '", name, "' (expected auto, tcp or shm)");
 }
 
+net::SocketTuning peer_socket_tuning(const std::string& tcp_congestion, int buffer_bytes) {
+  net::SocketTuning t;
+  t.buffer_bytes = buffer_bytes;
+  if (tcp_congestion == "system") return t;
+  if (tcp_congestion == "auto") {
+    t.congestion = {"cubic", "reno"};
+    return t;
+  }
+  for (size_t begin = 0, end = 0; end != std::string::npos; begin = end + 1) {
+    end = tcp_congestion.find(',', begin);
+    std::string name = tcp_congestion.substr(begin, end - begin);
+    bool ok = !name.empty() && name.size() <= 15 &&
+              name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+    CHORUS_CHECK_ARG(ok, "TCP congestion control '", tcp_congestion,
+                     "': expected auto, system or a comma-separated list of algorithm names");
+    t.congestion.push_back(name);
+  }
+  t.congestion_required = true;
+  return t;
+}
+
 MeshOptions MeshOptions::from_env() {
   MeshOptions o;
   if (auto kind = env_string("CHORUS_TRANSPORT")) o.kind = parse_transport_kind(*kind);
@@ -159,6 +180,10 @@ MeshOptions MeshOptions::from_env() {
   CHORUS_CHECK_ARG(ring >= 4096 && ring <= (int64_t{1} << 30) && (ring & (ring - 1)) == 0,
                    "CHORUS_SHM_RING_BYTES=", ring, " must be a power of two in [4096, 2^30]");
   o.shm_ring_bytes = static_cast<size_t>(ring);
+  if (auto cc = env_string("CHORUS_TCP_CONGESTION")) {
+    net::check_tuning(peer_socket_tuning(*cc, 0));  // fails here, before any connection
+    o.tcp_congestion = *cc;
+  }
   return o;
 }
 
@@ -174,6 +199,8 @@ std::unique_ptr<Mesh> connect_mesh(Store& store, int rank, int size, const MeshO
   ctx.size = size;
   ctx.options = &options;
   ctx.deadline = Deadline::after(options.timeout);
+  ctx.tcp_tuning = peer_socket_tuning(options.tcp_congestion, options.tcp_buffer_bytes);
+  net::check_tuning(ctx.tcp_tuning);  // a refused setting fails every rank that has it, now
   exchange_hosts(store, ctx, options.host_id.empty() ? default_host_id() : options.host_id);
   std::vector<std::string> host_ids;
   for (const auto& p : ctx.peers) host_ids.push_back(p.host_id);

@@ -12,6 +12,7 @@
 
 #include "chorus/store.h"
 #include "transport/link.h"
+#include "util/net.h"
 
 namespace chorus::transport {
 
@@ -19,6 +20,14 @@ enum class TransportKind { kAuto, kTcp, kShm };
 
 // "auto" | "tcp" | "shm"; InvalidArgument otherwise.
 TransportKind parse_transport_kind(const std::string& name);
+
+// The socket settings of peer TCP links for a MeshOptions::tcp_congestion value:
+//   "auto"    cubic, else reno, else the system default, silently;
+//   "system"  the system default (net.ipv4.tcp_congestion_control);
+//   "a,b"     the first of these the kernel accepts; none is an InvalidArgument when the
+//             mesh is built, listing what the kernel offers.
+// InvalidArgument here for a malformed value (names are [a-z0-9_], at most 15 characters).
+net::SocketTuning peer_socket_tuning(const std::string& tcp_congestion, int buffer_bytes);
 
 struct MeshOptions {
   TransportKind kind = TransportKind::kAuto;
@@ -38,9 +47,13 @@ struct MeshOptions {
   size_t shm_ring_bytes = size_t{4} << 20;
   // SO_SNDBUF/SO_RCVBUF of peer TCP sockets (the kernel caps it at net.core.[rw]mem_max).
   int tcp_buffer_bytes = 4 << 20;
+  // Congestion control of peer TCP sockets (see parse_tcp_congestion): "auto" avoids a
+  // pacing default such as BBR, whose per-segment pacing timers cost half the throughput of
+  // a loopback or LAN link on a busy CPU (docs/benchmarks.md).
+  std::string tcp_congestion = "auto";
 
   // Options from CHORUS_TRANSPORT, CHORUS_BIND_ADDRESS, CHORUS_HOST_ID,
-  // CHORUS_TIMEOUT_SECONDS, CHORUS_SHM_RING_BYTES; store_host from the job's store address
+  // CHORUS_TIMEOUT_SECONDS, CHORUS_SHM_RING_BYTES, CHORUS_TCP_CONGESTION; store_host from the job's store address
   // (CHORUS_STORE_ADDR, MASTER_ADDR, ...: rendezvous/job_env.h). The secret is not read here.
   static MeshOptions from_env();
 };

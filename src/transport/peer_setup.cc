@@ -51,8 +51,7 @@ void expect_accepted(int fd, Deadline deadline, int peer) {
 
 std::unique_ptr<Link> connect_tcp_peer(const SetupContext& ctx, int peer) {
   const std::string& address = ctx.peers[peer].tcp_address;
-  net::Fd fd = net::connect_tcp(net::Endpoint::parse(address), ctx.deadline);
-  net::set_buffer_sizes(fd.get(), ctx.options->tcp_buffer_bytes);
+  net::Fd fd = net::connect_tcp(net::Endpoint::parse(address), ctx.deadline, ctx.tcp_tuning);
   rendezvous::authenticate_client(fd.get(), ctx.options->secret, "peer", ctx.deadline);
   uint8_t hello[Hello::kWireBytes];
   make_hello(ctx, peer, LinkKind::kTcp).encode(hello);
@@ -96,9 +95,8 @@ PeerAcceptor::PeerAcceptor(const SetupContext& ctx, bool tcp, const std::string&
     : ctx_(ctx), expected_(ctx.size, false) {
   for (int r = 0; r < ctx.rank; ++r) expected_[r] = ctx.kinds[r] != LinkKind::kNone;
   if (tcp) {
-    tcp_listener_ = net::listen_tcp(bind_address, 0);
-    // Accepted sockets inherit these, before their window scale is negotiated.
-    net::set_buffer_sizes(tcp_listener_.get(), ctx.options->tcp_buffer_bytes);
+    // Accepted sockets inherit the tuning, before their window scale is negotiated.
+    tcp_listener_ = net::listen_tcp(bind_address, 0, 512, ctx.tcp_tuning);
     // A wildcard bind is published as the address that reaches the store (or an interface).
     bool wildcard = bind_address == "0.0.0.0" || bind_address == "::";
     std::string host = wildcard ? detect_local_address(ctx.options->store_host) : bind_address;

@@ -33,6 +33,7 @@ struct SetupContext {
   Token group{};                // rank 0's token: the mesh's identity
   std::vector<PeerInfo> peers;  // index = rank
   std::vector<LinkKind> kinds;  // index = rank; kNone for this rank
+  net::SocketTuning tcp_tuning;  // for both ends of every TCP link
 };
 
 // Connects to `peer` (> ctx.rank) with the link kind ctx.kinds[peer].

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "chorus/error.h"
@@ -110,7 +111,45 @@ void set_buffer_sizes(int fd, int bytes) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
 }
 
-Fd listen_tcp(const std::string& host, uint16_t port, int backlog) {
+namespace {
+
+std::string first_line_of(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line.empty() ? "?" : line;
+}
+
+}  // namespace
+
+void apply_tuning(int fd, const SocketTuning& tuning) {
+  if (tuning.buffer_bytes > 0) set_buffer_sizes(fd, tuning.buffer_bytes);
+  for (const std::string& name : tuning.congestion) {
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0) return;
+  }
+  if (tuning.congestion.empty() || !tuning.congestion_required) return;
+  std::string names;
+  for (const std::string& name : tuning.congestion) names += (names.empty() ? "" : ",") + name;
+  CHORUS_THROW(InvalidArgument, "TCP congestion control '", names,
+               "': the kernel accepts none of these (available: ",
+               first_line_of("/proc/sys/net/ipv4/tcp_available_congestion_control"),
+               "; allowed without CAP_NET_ADMIN: ",
+               first_line_of("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), ")");
+}
+
+void check_tuning(const SocketTuning& tuning) {
+  Fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (probe.valid()) apply_tuning(probe.get(), tuning);
+}
+
+std::string congestion_control(int fd) {
+  char name[64] = {};
+  socklen_t len = sizeof(name) - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, strnlen(name, len));
+}
+
+Fd listen_tcp(const std::string& host, uint16_t port, int backlog, const SocketTuning& tuning) {
   AddrInfo ai;
   resolve(host, port, true, ai);
   std::string last_error = "no address";
@@ -119,6 +158,7 @@ Fd listen_tcp(const std::string& host, uint16_t port, int backlog) {
     if (!fd.valid()) continue;
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    apply_tuning(fd.get(), tuning);
     if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), backlog) == 0) {
       return fd;
     }
@@ -175,12 +215,14 @@ bool wait_fd(int fd, short events, Deadline deadline) {
 namespace {
 
 // One connect attempt; returns an fd connected (or still connecting) or an invalid Fd.
-Fd try_connect(const addrinfo* a, Deadline deadline, std::string& error) {
+Fd try_connect(const addrinfo* a, Deadline deadline, const SocketTuning& tuning,
+               std::string& error) {
   Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
   if (!fd.valid()) {
     error = std::strerror(errno);
     return Fd();
   }
+  apply_tuning(fd.get(), tuning);
   if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) return fd;
   if (errno != EINPROGRESS) {
     error = std::strerror(errno);
@@ -202,14 +244,14 @@ Fd try_connect(const addrinfo* a, Deadline deadline, std::string& error) {
 
 }  // namespace
 
-Fd connect_tcp(const Endpoint& to, Deadline deadline) {
+Fd connect_tcp(const Endpoint& to, Deadline deadline, const SocketTuning& tuning) {
   std::string error = "no address";
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     AddrInfo ai;
     resolve(to.host, to.port, false, ai);
     for (addrinfo* a = ai.list; a; a = a->ai_next) {
-      Fd fd = try_connect(a, deadline, error);
+      Fd fd = try_connect(a, deadline, tuning, error);
       if (fd.valid()) {
         set_nodelay(fd.get());
         return fd;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/deadline.h"
 
@@ -48,8 +49,29 @@ struct Endpoint {
   static Endpoint parse(const std::string& text);
 };
 
+// Settings given to a socket before it listens or connects, so that they hold from the first
+// segment (accepted sockets inherit a listener's). Both ends of a connection should agree.
+struct SocketTuning {
+  int buffer_bytes = 0;  // SO_SNDBUF and SO_RCVBUF; 0 keeps the kernel's autotuning
+  // TCP congestion control algorithms to try in order; the first the kernel accepts is used
+  // (names outside net.ipv4.tcp_allowed_congestion_control need CAP_NET_ADMIN). Empty keeps
+  // the system default.
+  std::vector<std::string> congestion;
+  // When none of `congestion` is accepted: InvalidArgument naming what the kernel offers
+  // (true), or the system default is kept (false).
+  bool congestion_required = false;
+};
+
+// Applies `tuning` to a TCP socket. Throws InvalidArgument as SocketTuning says.
+void apply_tuning(int fd, const SocketTuning& tuning);
+// Applies `tuning` to a throwaway socket: finds a refused setting before any connection.
+void check_tuning(const SocketTuning& tuning);
+// The congestion control algorithm of a TCP socket ("cubic", "bbr", ...).
+std::string congestion_control(int fd);
+
 // Listens on host:port (port 0 picks a free one). host "" or "0.0.0.0" binds all IPv4.
-Fd listen_tcp(const std::string& host, uint16_t port, int backlog = 512);
+Fd listen_tcp(const std::string& host, uint16_t port, int backlog = 512,
+              const SocketTuning& tuning = {});
 // The local port / numeric address a socket is bound to.
 uint16_t local_port(int fd);
 std::string local_address(int fd);
@@ -58,7 +80,7 @@ std::string peer_name(int fd);
 
 // Connects, retrying refused attempts until the deadline (the listener may not be up yet).
 // The result has TCP_NODELAY set.
-Fd connect_tcp(const Endpoint& to, Deadline deadline);
+Fd connect_tcp(const Endpoint& to, Deadline deadline, const SocketTuning& tuning = {});
 // Accepts one connection; TimeoutError when none arrives in time.
 Fd accept_tcp(int listen_fd, Deadline deadline);
 
