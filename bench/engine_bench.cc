@@ -1,6 +1,7 @@
 // engine_bench: many small allreduces through the engine (fused and unfused) against one
 // flat Communicator allreduce of the same bytes. The tensor set is ResNet-50-like: 161
-// float32 tensors, sizes log-uniform from 1 KB to 4 MB, about 100 MB in total.
+// float32 tensors, sizes log-uniform from 1 KB to 4 MB, about 100 MB in total. Both sides
+// average in place, as DistributedOptimizer does with gradients.
 //
 //   chorusrun -np 2 -- engine_bench [--steps 20] [--warmup 3] [--rounds 3]
 //                                   [--modes flat,fused,off]
@@ -70,16 +71,14 @@ std::vector<size_t> tensor_sizes(const Args& a) {
   }
 }
 
-struct Buffers {
-  std::vector<std::vector<float>> in, out;
-};
+using Tensors = std::vector<std::vector<float>>;
 
-double engine_step(chorus::Engine& e, Buffers& b, const std::vector<size_t>& sizes) {
+double engine_step(chorus::Engine& e, Tensors& t, const std::vector<size_t>& sizes) {
   auto t0 = Clock::now();
   std::vector<chorus::Handle> hs;
   hs.reserve(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
-    hs.push_back(e.allreduce("layer" + std::to_string(i), b.in[i].data(), b.out[i].data(),
+    hs.push_back(e.allreduce("layer" + std::to_string(i), t[i].data(), t[i].data(),
                              DataType::kFloat32, {static_cast<int64_t>(sizes[i])},
                              chorus::ReduceOp::kAverage));
   }
@@ -89,7 +88,8 @@ double engine_step(chorus::Engine& e, Buffers& b, const std::vector<size_t>& siz
 
 double flat_step(chorus::Communicator& c, std::vector<float>& flat) {
   auto t0 = Clock::now();
-  c.allreduce(flat.data(), flat.data(), flat.size(), DataType::kFloat32, chorus::ReduceOp::kSum);
+  c.allreduce(flat.data(), flat.data(), flat.size(), DataType::kFloat32,
+              chorus::ReduceOp::kAverage);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -99,7 +99,7 @@ double median(std::vector<double> v) {
 }
 
 // One round of an engine mode: start, warm up (fills the response cache), time, shut down.
-void engine_round(chorus::Communicator& comm, size_t threshold, const Args& a, Buffers& b,
+void engine_round(chorus::Communicator& comm, size_t threshold, const Args& a, Tensors& b,
                   const std::vector<size_t>& sizes, std::vector<double>& times) {
   auto opts = chorus::EngineOptions::from_env();
   opts.fusion_threshold = threshold;
@@ -109,11 +109,12 @@ void engine_round(chorus::Communicator& comm, size_t threshold, const Args& a, B
   engine->shutdown();
 }
 
-void check_average(const Buffers& b, int size) {
+// Every rank starts with rank + 1 everywhere; averaging in place keeps the mean there.
+void check_average(const Tensors& tensors, int size) {
   float want = 0;
   for (int r = 0; r < size; ++r) want += static_cast<float>(r + 1);
   want /= static_cast<float>(size);
-  for (const auto& v : b.out) {
+  for (const auto& v : tensors) {
     if (v.empty() || v[0] != want || v.back() != want) {
       CHORUS_THROW(chorus::Error, "engine_bench: wrong average ", v.empty() ? 0.f : v[0]);
     }
@@ -128,11 +129,10 @@ int main(int argc, char** argv) try {
   auto& comm = job->world();
   auto sizes = tensor_sizes(a);
   size_t total = 0;
-  Buffers b;
+  Tensors b;
   for (size_t n : sizes) {
     total += n;
-    b.in.emplace_back(n, static_cast<float>(comm.rank() + 1));
-    b.out.emplace_back(n, 0.f);
+    b.emplace_back(n, static_cast<float>(comm.rank() + 1));
   }
   std::vector<float> flat(total, 1.f);
   std::vector<double> t_flat, t_fused, t_unfused;

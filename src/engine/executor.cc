@@ -14,14 +14,11 @@ bool is_float(DataType t) {
          t == DataType::kFloat64;
 }
 
-// The communicator does the averaging itself only over every rank; the engine divides by
-// the contributors (joined ranks excluded), so it always asks for a sum.
-ReduceOp comm_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 
 bool fusible(const Response& a, const Response& b) {
   return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
          a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&
-         a.agreed.postscale == b.agreed.postscale;
+         a.agreed.postscale == b.agreed.postscale && a.contributors == b.contributors;
 }
 
 const char* collective_phase(OpType op) {
@@ -98,13 +95,32 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
 // (two memory passes) than its own collective saves, so it runs in place.
 bool Executor::worth_fusing(size_t bytes) const { return bytes < options_.fusion_threshold / 4; }
 
+// The communicator averages over every rank, dividing as it writes the result; the engine
+// lets it when every rank contributed and no postscale follows, which saves a pass over
+// the output. Otherwise (some ranks joined: the average is over the contributors) the
+// communicator sums and finish_reduction divides.
+bool Executor::averaged_by_comm(const Response& r) const {
+  return r.agreed.reduce == ReduceOp::kAverage && r.contributors == comm_.size() &&
+         r.agreed.postscale == 1.0;
+}
+
+ReduceOp Executor::comm_op(const Response& r) const {
+  if (r.agreed.reduce != ReduceOp::kAverage || averaged_by_comm(r)) return r.agreed.reduce;
+  return ReduceOp::kSum;
+}
+
 double Executor::post_factor(const Response& r) {
   double f = r.agreed.postscale;
   if (r.agreed.reduce == ReduceOp::kAverage && is_float(r.agreed.dtype)) f /= r.contributors;
   return f;
 }
 
-void Executor::finish_reduction(const Response& r, void* dst, const void* src, size_t count) {
+void Executor::finish_reduction(const Response& r, void* dst, const void* src,
+                                size_t count) const {
+  if (averaged_by_comm(r)) {
+    if (dst != src) std::memcpy(dst, src, count * dtype_size(r.agreed.dtype));
+    return;
+  }
   scale_copy(r.agreed.dtype, dst, src, count, post_factor(r));
   if (r.agreed.reduce == ReduceOp::kAverage && !is_float(r.agreed.dtype)) {
     divide(r.agreed.dtype, dst, count, r.contributors);
@@ -139,7 +155,7 @@ void Executor::allreduce_one(const Response& r, LocalOp* op) {
     scale_copy(a.dtype, out, in, n, a.prescale);
     in = out;
   }
-  comm_.allreduce(in, out, n, a.dtype, comm_op(a.reduce));
+  comm_.allreduce(in, out, n, a.dtype, comm_op(r));
   finish_reduction(r, out, out, n);
   shared_.counters.collectives++;
   trace(r, op, collective_phase(a.op), t0, Clock::now());
@@ -164,7 +180,8 @@ void Executor::allreduce_fused(const std::vector<const Response*>& group,
     off += b;
   }
   auto t1 = Clock::now();
-  comm_.allreduce(fusion_.data(), fusion_.data(), total / es, a.dtype, comm_op(a.reduce));
+  // fusible(): one comm_op for the whole group
+  comm_.allreduce(fusion_.data(), fusion_.data(), total / es, a.dtype, comm_op(*group[0]));
   auto t2 = Clock::now();
   off = 0;
   for (size_t i = 0; i < group.size(); ++i) {

@@ -44,10 +44,12 @@ class Executor {
   void alltoall(const Response& r, LocalOp* op);
   void reduce_scatter(const Response& r, LocalOp* op);
 
+  bool averaged_by_comm(const Response& r) const;
+  ReduceOp comm_op(const Response& r) const;  // what the communicator is asked to do
   // The factor applied after the reduction (postscale, and 1/contributors for an average
   // of floating-point values), and the integer divisor for an integer average (or 1).
   static double post_factor(const Response& r);
-  static void finish_reduction(const Response& r, void* dst, const void* src, size_t count);
+  void finish_reduction(const Response& r, void* dst, const void* src, size_t count) const;
   void* scratch(size_t bytes);
   void trace(const Response& r, LocalOp* op, const char* phase, Clock::time_point begin,
              Clock::time_point end);

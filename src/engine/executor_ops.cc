@@ -85,8 +85,7 @@ void Executor::reduce_scatter(const Response& r, LocalOp* op) {
     joined_out.resize(counts[me] * dtype_size(a.dtype));
     out = joined_out.data();
   }
-  comm_.reduce_scatter(in, out, counts, a.dtype,
-                       a.reduce == ReduceOp::kAverage ? ReduceOp::kSum : a.reduce);
+  comm_.reduce_scatter(in, out, counts, a.dtype, comm_op(r));
   finish_reduction(r, out, out, counts[me]);
 }
 

@@ -177,6 +177,35 @@ TEST(EngineOps, BroadcastAlltoallReduceScatterBarrier) {
   });
 }
 
+// With every rank contributing and no scale factors the communicator divides as it writes
+// the result: exactly sum / 3 in float (one rounding), fused or not, in place or not.
+TEST(EngineOps, AverageOverEveryRankIsTheSumDividedOnce) {
+  for (size_t threshold : {size_t{0}, size_t{64} << 20}) {
+    EngineOptions o = test_options();
+    o.fusion_threshold = threshold;
+    EngineGroup g(3, o);
+    g.run([&](int r, Engine& e) {
+      Tensors t = make_tensors(r, 12);
+      std::vector<Handle> hs;
+      for (size_t i = 0; i < t.in.size(); ++i) {
+        void* out = i % 2 == 0 ? t.in[i].data() : t.out[i].data();
+        hs.push_back(e.allreduce("avg" + std::to_string(i), t.in[i].data(), out,
+                                 DataType::kFloat32, {t.sizes[i]}, ReduceOp::kAverage));
+      }
+      for (auto& h : hs) h.wait(kWait);
+      for (size_t i = 0; i < t.in.size(); ++i) {
+        const auto& got = i % 2 == 0 ? t.in[i] : t.out[i];
+        for (size_t j = 0; j < got.size(); ++j) {
+          float sum = 0;
+          for (int q = 0; q < 3; ++q) sum += value(q, static_cast<int>(i), j);
+          ASSERT_EQ(got[j], sum / 3.f) << "threshold " << threshold << " tensor " << i;
+        }
+      }
+    });
+    EXPECT_EQ(g[0].stats().fused_tensors > 0, threshold > 0);
+  }
+}
+
 TEST(EngineOps, ReduceOpsAndScaleFactors) {
   EngineGroup g(2);
   g.run([&](int r, Engine& e) {
