@@ -52,12 +52,8 @@ bool names_the_allreduce(const Record& r) {
 // from its own link to the dead rank (closed, broken pipe, process gone) or, first, from
 // the other survivor aborting its links.
 TEST_P(CommFault, KilledRankIsAnIoErrorOnEverySurvivor) {
-  start(std::chrono::seconds(20));
-  wait_until_healthy();
-  std::this_thread::sleep_for(milliseconds(30));
-  ASSERT_EQ(::kill(victim_pid(), SIGKILL), 0);
-  int64_t killed_ns = now_ns();
-  for (const Record& r : survivor_failures(killed_ns, milliseconds(5000))) {
+  auto fault = signal_victim(SIGKILL, std::chrono::seconds(20), milliseconds(5000));
+  for (const Record& r : fault.failures) {
     EXPECT_STREQ(r.error_type, "IoError") << r.message;
     EXPECT_TRUE(names_the_allreduce(r)) << r.message;
     int peer = peer_named(r);
@@ -74,13 +70,7 @@ TEST_P(CommFault, KilledRankIsAnIoErrorOnEverySurvivor) {
 // Both within a few ms of the timeout after the stop; then the stopped rank is killed.
 TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
   const milliseconds timeout(1500);
-  start(timeout);
-  wait_until_healthy();
-  std::this_thread::sleep_for(milliseconds(30));
-  ASSERT_EQ(::kill(victim_pid(), SIGSTOP), 0);
-  int64_t stopped_ns = now_ns();
-  auto failures = survivor_failures(stopped_ns, timeout + milliseconds(3000));
-  ::kill(victim_pid(), SIGKILL);
+  auto [stopped_ns, failures] = signal_victim(SIGSTOP, timeout, timeout + milliseconds(3000));
   ASSERT_EQ(failures.size(), 2u);
   for (const Record& r : failures) {
     EXPECT_TRUE(names_the_allreduce(r)) << r.message;

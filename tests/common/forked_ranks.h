@@ -254,6 +254,27 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
 
   pid_t victim_pid() const { return children_[kVictim].pid; }
 
+  struct Fault {
+    int64_t at_ns = 0;             // when the signal was sent
+    std::vector<Record> failures;  // how the survivors' loops ended, in rank order
+  };
+  // Starts the ranks with the communicator `timeout`, waits until they are healthy, sends
+  // `signal` to the victim and collects the survivors' records, each due within `bound` of
+  // the signal. A victim that was only stopped is killed afterwards.
+  Fault signal_victim(int signal, milliseconds timeout, milliseconds bound) {
+    Fault fault;
+    start(timeout);
+    if (HasFatalFailure()) return fault;
+    wait_until_healthy();
+    if (HasFatalFailure()) return fault;
+    std::this_thread::sleep_for(milliseconds(30));
+    EXPECT_EQ(::kill(victim_pid(), signal), 0);
+    fault.at_ns = now_ns();
+    fault.failures = survivor_failures(fault.at_ns, bound);
+    if (signal != SIGKILL) ::kill(victim_pid(), SIGKILL);
+    return fault;
+  }
+
   std::vector<Child> children_;
   std::unique_ptr<TcpStoreServer> server_;
   std::set<std::string> shm_before_;

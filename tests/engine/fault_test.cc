@@ -95,14 +95,9 @@ class EngineFault : public ForkedRanks {
 // A killed rank: every survivor's handles fail with IoError within 5 s (the 20 s timeout
 // is not what ends them), the error naming a peer link.
 TEST_P(EngineFault, KilledRankFailsEverySurvivorsHandlesWithIoError) {
-  start(std::chrono::seconds(20));
-  wait_until_healthy();
-  std::this_thread::sleep_for(milliseconds(30));
-  ASSERT_EQ(::kill(victim_pid(), SIGKILL), 0);
-  int64_t killed_ns = now_ns();
-  auto failures = survivor_failures(killed_ns, milliseconds(5000));
-  ASSERT_EQ(failures.size(), 2u);
-  for (const Record& r : failures) {
+  auto fault = signal_victim(SIGKILL, std::chrono::seconds(20), milliseconds(5000));
+  ASSERT_EQ(fault.failures.size(), 2u);
+  for (const Record& r : fault.failures) {
     EXPECT_STREQ(r.error_type, "IoError") << r.message;
     int peer = peer_named(r);
     EXPECT_TRUE(peer >= 0 && peer < kRanks && peer != r.rank) << r.message;
@@ -115,13 +110,7 @@ TEST_P(EngineFault, KilledRankFailsEverySurvivorsHandlesWithIoError) {
 // first aborted its links; never a hang.
 TEST_P(EngineFault, StoppedRankFailsEverySurvivorsHandlesAfterTheTimeout) {
   const milliseconds timeout(1500);
-  start(timeout);
-  wait_until_healthy();
-  std::this_thread::sleep_for(milliseconds(30));
-  ASSERT_EQ(::kill(victim_pid(), SIGSTOP), 0);
-  int64_t stopped_ns = now_ns();
-  auto failures = survivor_failures(stopped_ns, timeout + milliseconds(3000));
-  ::kill(victim_pid(), SIGKILL);
+  auto [stopped_ns, failures] = signal_victim(SIGSTOP, timeout, timeout + milliseconds(3000));
   ASSERT_EQ(failures.size(), 2u);
   int timeouts = 0;
   for (const Record& r : failures) {
