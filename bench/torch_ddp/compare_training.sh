@@ -9,6 +9,14 @@
 # --repeat times, interleaved (c1 c2 d1 d2 c1 c2 ...) so that the machine's noise hits all
 # of them alike; the median is reported. samples/s counts global samples after the warmup.
 #
+# "solo-2" is the ceiling without any communication: two single-worker chorus jobs at the
+# same time, their samples/s summed. On a 2-core host it shows what two workers can do at
+# all (they share caches, memory bandwidth and the hypervisor's cores).
+#
+# OpenBLAS: Debian's 0.3.21 does not know some recent Intel CPUs and falls back to its
+# Prescott kernels (about 3x slower here); when it reports Prescott on a CPU with AVX-512
+# and OPENBLAS_CORETYPE is unset, the script sets OPENBLAS_CORETYPE=SkylakeX for both sides.
+#
 #   bench/torch_ddp/compare_training.sh [--build DIR] [--steps N] [--warmup N] [--repeat R]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +40,10 @@ chorusrun="$build/tools/chorusrun/chorusrun"
 example="$build/examples/fashion_mnist/fashion_mnist"
 [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+blas_core=$(OPENBLAS_VERBOSE=2 "$python" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1)
+if [[ -z ${OPENBLAS_CORETYPE:-} && $blas_core == Prescott ]] && grep -qw avx512f /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=SkylakeX
+fi
 
 chorus_rate() {  # workers -> samples/s
   "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
@@ -41,25 +53,34 @@ ddp_rate() {
   "$python" "$here/ddp_fashion_mnist.py" --workers "$1" --steps "$steps" \
       --warmup-steps "$warmup" --threads 1 2>&1 | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
+solo2_rate() {  # two single-worker jobs at once -> summed samples/s
+  local a b
+  a=$(mktemp); b=$(mktemp)
+  chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
+  awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-declare -a c1 c2 d1 d2
+declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
+echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= repeat; i++)); do
   c1+=("$(chorus_rate 1)"); c2+=("$(chorus_rate 2)")
-  d1+=("$(ddp_rate 1)"); d2+=("$(ddp_rate 2)")
-  echo "# run $i: chorus-1 ${c1[-1]}  chorus-2 ${c2[-1]}  ddp-1 ${d1[-1]}  ddp-2 ${d2[-1]}"
+  d1+=("$(ddp_rate 1)"); d2+=("$(ddp_rate 2)"); s2+=("$(solo2_rate)")
+  echo "# run $i: chorus-1 ${c1[-1]}  chorus-2 ${c2[-1]}  ddp-1 ${d1[-1]}  ddp-2 ${d2[-1]}  solo-2 ${s2[-1]}"
 done
 mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
-awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" 'BEGIN {
+ms2=$(median "${s2[@]}")
+awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" 'BEGIN {
   printf "%-10s %8s %14s %12s\n", "system", "workers", "samples/s", "scaling";
   printf "%-10s %8d %14.0f %12s\n", "chorus", 1, c1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "chorus", 2, c2, 100 * c2 / (2 * c1);
   printf "%-10s %8d %14.0f %12s\n", "ddp-gloo", 1, d1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "ddp-gloo", 2, d2, 100 * d2 / (2 * d1);
+  printf "%-10s %8d %14.0f %11.0f%%\n", "solo-2", 2, s2, 100 * s2 / (2 * c1);
   r = c2 / d2; e = c2 / (2 * c1);
   printf "chorus-2 / ddp-2 = %.2fx (bar >= 2x: %s); chorus 2-worker efficiency %.0f%% (bar >= 75%%: %s)\n",
          r, (r >= 2 ? "met" : "NOT met"), 100 * e, (e >= 0.75 ? "met" : "NOT met");
-  printf "chorus-1 / ddp-1 = %.2fx\n", c1 / d1;
+  printf "chorus-1 / ddp-1 = %.2fx; chorus-2 / solo-2 (no communication) = %.2fx\n", c1 / d1, c2 / s2;
 }'
