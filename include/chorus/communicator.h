@@ -45,7 +45,7 @@ struct CommunicatorOptions {
   std::string host_id;             // CHORUS_HOST_ID; empty: detected
   std::string store_host;          // the store's host: the default bind address is the
                                    // interface that reaches it (Job sets it)
-  size_t shm_ring_bytes = size_t{4} << 20;   // CHORUS_SHM_RING_BYTES, per direction
+  size_t shm_ring_bytes = 0;  // CHORUS_SHM_RING_BYTES, per direction; 0: by ranks per host
   // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
   // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
   std::string tcp_congestion = "auto";

@@ -1,5 +1,6 @@
 #include "transport/mesh.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -143,6 +144,14 @@ TransportKind parse_transport_kind(const std::string& name) {
   CHORUS_THROW(InvalidArgument, "unknown transport '", name, "' (expected auto, tcp or shm)");
 }
 
+size_t auto_shm_ring_bytes(int local_size) {
+  constexpr size_t kBudget = size_t{64} << 20, kMin = size_t{1} << 20, kMax = size_t{16} << 20;
+  size_t rings = 2 * static_cast<size_t>(std::max(1, local_size - 1));
+  size_t bytes = kMax;
+  while (bytes > kMin && bytes * rings > kBudget) bytes /= 2;
+  return bytes;
+}
+
 net::SocketTuning peer_socket_tuning(const std::string& tcp_congestion, int buffer_bytes) {
   net::SocketTuning t;
   t.buffer_bytes = buffer_bytes;
@@ -176,10 +185,12 @@ MeshOptions MeshOptions::from_env() {
   } catch (const InvalidArgument&) {
     // Only a hint for the bind address; whoever reads the job's environment reports it.
   }
-  int64_t ring = env_int_or("CHORUS_SHM_RING_BYTES", static_cast<int64_t>(o.shm_ring_bytes));
-  CHORUS_CHECK_ARG(ring >= 4096 && ring <= (int64_t{1} << 30) && (ring & (ring - 1)) == 0,
-                   "CHORUS_SHM_RING_BYTES=", ring, " must be a power of two in [4096, 2^30]");
-  o.shm_ring_bytes = static_cast<size_t>(ring);
+  if (env_string("CHORUS_SHM_RING_BYTES")) {
+    int64_t ring = env_int_or("CHORUS_SHM_RING_BYTES", 0);
+    CHORUS_CHECK_ARG(ring >= 4096 && ring <= (int64_t{1} << 30) && (ring & (ring - 1)) == 0,
+                     "CHORUS_SHM_RING_BYTES=", ring, " must be a power of two in [4096, 2^30]");
+    o.shm_ring_bytes = static_cast<size_t>(ring);
+  }
   if (auto cc = env_string("CHORUS_TCP_CONGESTION")) {
     net::check_tuning(peer_socket_tuning(*cc, 0));  // fails here, before any connection
     o.tcp_congestion = *cc;
@@ -206,6 +217,8 @@ std::unique_ptr<Mesh> connect_mesh(Store& store, int rank, int size, const MeshO
   for (const auto& p : ctx.peers) host_ids.push_back(p.host_id);
   Topology topology = compute_topology(rank, host_ids);
   ctx.kinds = choose_kinds(options.kind, topology);
+  ctx.shm_ring_bytes = options.shm_ring_bytes > 0 ? options.shm_ring_bytes
+                                                  : auto_shm_ring_bytes(topology.local_size);
   PeerAcceptor acceptor(ctx, accepts(ctx, LinkKind::kTcp), bind_address(options, topology),
                         accepts(ctx, LinkKind::kShm));
   exchange_addresses(store, ctx, acceptor);

@@ -21,6 +21,13 @@ enum class TransportKind { kAuto, kTcp, kShm };
 // "auto" | "tcp" | "shm"; InvalidArgument otherwise.
 TransportKind parse_transport_kind(const std::string& name);
 
+// The default ring size: the largest power of two that keeps this rank's rings (two per
+// peer on the host) within 64 MiB, between 1 MiB and 16 MiB. A ring that holds what a
+// collective sends a peer at once spares the sender from waiting for the reader: 2-rank
+// allreduces of 8-16 MiB ran 1.2-1.4x faster with 16 MiB rings than with 4 MiB ones
+// (docs/benchmarks.md). Pages are touched only as the rings fill.
+size_t auto_shm_ring_bytes(int local_size);
+
 // The socket settings of peer TCP links for a MeshOptions::tcp_congestion value:
 //   "auto"    cubic, else reno, else the system default, silently;
 //   "system"  the system default (net.ipv4.tcp_congestion_control);
@@ -43,8 +50,9 @@ struct MeshOptions {
   // Host of the rendezvous store, used to pick the default bind address (the interface
   // that reaches it) when ranks are on several hosts. Empty: first interface that is up.
   std::string store_host;
-  // Bytes per direction of each shared-memory ring (a power of two, 4 KiB .. 1 GiB).
-  size_t shm_ring_bytes = size_t{4} << 20;
+  // Bytes per direction of each shared-memory ring (a power of two, 4 KiB .. 1 GiB);
+  // 0: auto_shm_ring_bytes(ranks on this host).
+  size_t shm_ring_bytes = 0;
   // SO_SNDBUF/SO_RCVBUF of peer TCP sockets (the kernel caps it at net.core.[rw]mem_max).
   int tcp_buffer_bytes = 4 << 20;
   // Congestion control of peer TCP sockets (see parse_tcp_congestion): "auto" avoids a

@@ -31,7 +31,7 @@ Hello make_hello(const SetupContext& ctx, int peer, LinkKind kind) {
   h.from_rank = static_cast<uint32_t>(ctx.rank);
   h.to_rank = static_cast<uint32_t>(peer);
   h.size = static_cast<uint32_t>(ctx.size);
-  h.ring_bytes = kind == LinkKind::kShm ? ctx.options->shm_ring_bytes : 0;
+  h.ring_bytes = kind == LinkKind::kShm ? ctx.shm_ring_bytes : 0;
   h.group = ctx.group;
   h.token = ctx.peers[ctx.rank].token;
   return h;
@@ -64,7 +64,7 @@ std::unique_ptr<Link> connect_shm_peer(const SetupContext& ctx, int peer) {
   net::Fd sock = unix_socket::connect_abstract(ctx.peers[peer].shm_name, ctx.deadline);
   rendezvous::authenticate_client(sock.get(), ctx.options->secret, "shm", ctx.deadline);
   net::Fd memfd;
-  shm::Segment segment = shm::Segment::create(ctx.options->shm_ring_bytes, memfd);
+  shm::Segment segment = shm::Segment::create(ctx.shm_ring_bytes, memfd);
   uint8_t hello[Hello::kWireBytes];
   make_hello(ctx, peer, LinkKind::kShm).encode(hello);
   unix_socket::send_with_fd(sock.get(), hello, sizeof(hello), memfd.get(), ctx.deadline,

@@ -34,6 +34,7 @@ struct SetupContext {
   std::vector<PeerInfo> peers;  // index = rank
   std::vector<LinkKind> kinds;  // index = rank; kNone for this rank
   net::SocketTuning tcp_tuning;  // for both ends of every TCP link
+  size_t shm_ring_bytes = 0;     // of the segments this rank creates (it connects)
 };
 
 // Connects to `peer` (> ctx.rank) with the link kind ctx.kinds[peer].

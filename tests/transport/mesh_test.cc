@@ -65,6 +65,17 @@ INSTANTIATE_TEST_SUITE_P(Auto, MeshAllPairs,
                                             ::testing::Values(1, 3)),
                          param_name);
 
+TEST(Mesh, AutoRingSizeKeepsEachRanksRingsWithin64MiB) {
+  constexpr size_t MiB = size_t{1} << 20;
+  EXPECT_EQ(auto_shm_ring_bytes(1), 16 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(2), 16 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(3), 16 * MiB);  // 4 rings x 16 MiB
+  EXPECT_EQ(auto_shm_ring_bytes(4), 8 * MiB);   // 6 rings: 16 MiB would be 96
+  EXPECT_EQ(auto_shm_ring_bytes(8), 4 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(16), 2 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(64), 1 * MiB);  // the floor, past the budget
+}
+
 TEST(Mesh, ForcedHostIdsGiveTopologyAndLinkKinds) {
   TestStore store;
   // Ranks 0 and 2 on host "A", 1 and 3 on host "B".
