@@ -145,7 +145,7 @@ TransportKind parse_transport_kind(const std::string& name) {
 }
 
 size_t auto_shm_ring_bytes(int local_size) {
-  constexpr size_t kBudget = size_t{64} << 20, kMin = size_t{1} << 20, kMax = size_t{16} << 20;
+  constexpr size_t kBudget = size_t{64} << 20, kMin = size_t{256} << 10, kMax = size_t{4} << 20;
   size_t rings = 2 * static_cast<size_t>(std::max(1, local_size - 1));
   size_t bytes = kMax;
   while (bytes > kMin && bytes * rings > kBudget) bytes /= 2;

@@ -21,11 +21,10 @@ enum class TransportKind { kAuto, kTcp, kShm };
 // "auto" | "tcp" | "shm"; InvalidArgument otherwise.
 TransportKind parse_transport_kind(const std::string& name);
 
-// The default ring size: the largest power of two that keeps this rank's rings (two per
-// peer on the host) within 64 MiB, between 1 MiB and 16 MiB. A ring that holds what a
-// collective sends a peer at once spares the sender from waiting for the reader: 2-rank
-// allreduces of 8-16 MiB ran 1.2-1.4x faster with 16 MiB rings than with 4 MiB ones
-// (docs/benchmarks.md). Pages are touched only as the rings fill.
+// The default ring size: 4 MiB, halved while this rank's rings (two per peer on the host)
+// would exceed 64 MiB, down to 256 KiB. The segments are populated when mapped, so this
+// bounds the memory a host's ranks commit at start. Bigger rings were slower: a 16 MiB ring
+// cycles a collective's data through more memory than the caches hold (docs/benchmarks.md).
 size_t auto_shm_ring_bytes(int local_size);
 
 // The socket settings of peer TCP links for a MeshOptions::tcp_congestion value:

@@ -66,14 +66,14 @@ INSTANTIATE_TEST_SUITE_P(Auto, MeshAllPairs,
                          param_name);
 
 TEST(Mesh, AutoRingSizeKeepsEachRanksRingsWithin64MiB) {
-  constexpr size_t MiB = size_t{1} << 20;
-  EXPECT_EQ(auto_shm_ring_bytes(1), 16 * MiB);
-  EXPECT_EQ(auto_shm_ring_bytes(2), 16 * MiB);
-  EXPECT_EQ(auto_shm_ring_bytes(3), 16 * MiB);  // 4 rings x 16 MiB
-  EXPECT_EQ(auto_shm_ring_bytes(4), 8 * MiB);   // 6 rings: 16 MiB would be 96
-  EXPECT_EQ(auto_shm_ring_bytes(8), 4 * MiB);
-  EXPECT_EQ(auto_shm_ring_bytes(16), 2 * MiB);
-  EXPECT_EQ(auto_shm_ring_bytes(64), 1 * MiB);  // the floor, past the budget
+  constexpr size_t KiB = size_t{1} << 10, MiB = size_t{1} << 20;
+  EXPECT_EQ(auto_shm_ring_bytes(1), 4 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(2), 4 * MiB);
+  EXPECT_EQ(auto_shm_ring_bytes(9), 4 * MiB);    // 16 rings x 4 MiB = 64 MiB
+  EXPECT_EQ(auto_shm_ring_bytes(10), 2 * MiB);   // 18 rings: 4 MiB would be 72
+  EXPECT_EQ(auto_shm_ring_bytes(33), 1 * MiB);   // 64 rings
+  EXPECT_EQ(auto_shm_ring_bytes(64), 512 * KiB);
+  EXPECT_EQ(auto_shm_ring_bytes(1000), 256 * KiB);  // the floor, past the budget
 }
 
 TEST(Mesh, ForcedHostIdsGiveTopologyAndLinkKinds) {

@@ -17,8 +17,10 @@ namespace {
 
 size_t segment_bytes(uint64_t ring_bytes) { return kHeaderBytes + 2 * ring_bytes; }
 
+// MAP_POPULATE: the rings' pages are allocated (creator) and mapped (both sides) now, not
+// on first touch in the middle of the first collectives that sweep the ring.
 void* map_shared(int fd, size_t size) {
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     CHORUS_THROW(IoError, "mmap of a ", size,
                  "-byte shared-memory segment failed: ", std::strerror(errno));
