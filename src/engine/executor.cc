@@ -14,7 +14,6 @@ bool is_float(DataType t) {
          t == DataType::kFloat64;
 }
 
-
 bool fusible(const Response& a, const Response& b) {
   return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
          a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&

@@ -54,14 +54,15 @@ struct MeshOptions {
   size_t shm_ring_bytes = 0;
   // SO_SNDBUF/SO_RCVBUF of peer TCP sockets (the kernel caps it at net.core.[rw]mem_max).
   int tcp_buffer_bytes = 4 << 20;
-  // Congestion control of peer TCP sockets (see parse_tcp_congestion): "auto" avoids a
+  // Congestion control of peer TCP sockets (see peer_socket_tuning): "auto" avoids a
   // pacing default such as BBR, whose per-segment pacing timers cost half the throughput of
   // a loopback or LAN link on a busy CPU (docs/benchmarks.md).
   std::string tcp_congestion = "auto";
 
   // Options from CHORUS_TRANSPORT, CHORUS_BIND_ADDRESS, CHORUS_HOST_ID,
-  // CHORUS_TIMEOUT_SECONDS, CHORUS_SHM_RING_BYTES, CHORUS_TCP_CONGESTION; store_host from the job's store address
-  // (CHORUS_STORE_ADDR, MASTER_ADDR, ...: rendezvous/job_env.h). The secret is not read here.
+  // CHORUS_TIMEOUT_SECONDS, CHORUS_SHM_RING_BYTES, CHORUS_TCP_CONGESTION; store_host from
+  // the job's store address (CHORUS_STORE_ADDR, MASTER_ADDR, ...: rendezvous/job_env.h).
+  // The secret is not read here.
   static MeshOptions from_env();
 };
 
