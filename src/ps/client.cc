@@ -18,6 +18,17 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kShutdownLimit{5000};
 
+// The bulk of a create or push to one ps: each of its shards, cut from the whole arrays.
+std::vector<wire::Piece> shard_pieces(const PartLayout& part,
+                                      const std::vector<const float*>& arrays) {
+  std::vector<wire::Piece> bulk;
+  for (const Shard& s : part.shards) {
+    bulk.push_back({arrays[static_cast<size_t>(s.variable)] + s.offset,
+                    static_cast<size_t>(s.length) * sizeof(float)});
+  }
+  return bulk;
+}
+
 }  // namespace
 
 void PsClient::Impl::require_layout(const char* what) const {
@@ -64,12 +75,7 @@ void PsClient::create(const ModelLayout& layout, const std::vector<const float*>
     PayloadWriter meta;
     put_part(meta, conn.part);
     put_config(meta, conn.config);
-    std::vector<wire::Piece> bulk;
-    for (const Shard& s : conn.part.shards) {
-      bulk.push_back({initial[static_cast<size_t>(s.variable)] + s.offset,
-                      static_cast<size_t>(s.length) * sizeof(float)});
-    }
-    conn.send(wire::Type::kCreate, meta.take(), bulk);
+    conn.send(wire::Type::kCreate, meta.take(), shard_pieces(conn.part, initial));
     conn.receive_meta();
   });
 }
@@ -181,12 +187,7 @@ void PsClient::push(const std::vector<const float*>& grads, int64_t version, dou
     PayloadWriter meta;
     meta.i64(version);
     put_f64(meta, learning_rate);
-    std::vector<wire::Piece> bulk;
-    for (const Shard& s : conn.part.shards) {
-      bulk.push_back({grads[static_cast<size_t>(s.variable)] + s.offset,
-                      static_cast<size_t>(s.length) * sizeof(float)});
-    }
-    conn.send(wire::Type::kPush, meta.take(), bulk);
+    conn.send(wire::Type::kPush, meta.take(), shard_pieces(conn.part, grads));
     conn.receive_meta();
   });
 }
