@@ -40,7 +40,7 @@ chorusrun="$build/tools/chorusrun/chorusrun"
 example="$build/examples/fashion_mnist/fashion_mnist"
 [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-blas_core=$(OPENBLAS_VERBOSE=2 "$python" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1)
+blas_core=$(OPENBLAS_VERBOSE=2 "$python" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1 || true)
 if [[ -z ${OPENBLAS_CORETYPE:-} && $blas_core == Prescott ]] && grep -qw avx512f /proc/cpuinfo; then
   export OPENBLAS_CORETYPE=SkylakeX
 fi
