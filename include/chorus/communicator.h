@@ -49,6 +49,11 @@ struct CommunicatorOptions {
   // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
   // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
   std::string tcp_congestion = "auto";
+  // CHORUS_SHM_SINGLE_COPY (1|0): when every rank is on one host, ring collectives of
+  // 1 MiB and more copy straight out of the neighbour's buffers (process_vm_readv) instead
+  // of through the shared-memory rings, if every rank may read its peers' memory (probed
+  // once; otherwise, silently, the rings). Must be the same on every rank.
+  bool shm_single_copy = true;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]
@@ -99,6 +104,10 @@ class Communicator {
   bool broken() const;
 
   const CommunicatorOptions& options() const;
+  // Whether ring collectives of 1 MiB and more read peers' memory
+  // directly (CommunicatorOptions::shm_single_copy): decided by every rank together at the
+  // first such call; false before it.
+  bool single_copy() const;
 
   struct Impl;
 

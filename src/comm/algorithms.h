@@ -28,6 +28,10 @@ inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
 // Broadcasts up to this size use the binomial tree, larger ones the pipelined chain.
 inline constexpr size_t kBroadcastTreeMaxBytes = size_t{64} << 10;
 
+// Ring calls of at least this many bytes (the whole buffer) read peers' memory directly when
+// every rank is on one host and may (CommunicatorOptions::shm_single_copy).
+inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
+
 // The algorithm kAuto picks for `bytes` over `size` ranks; a concrete `requested` wins.
 AllreduceAlgorithm choose_allreduce(AllreduceAlgorithm requested, size_t bytes, int size);
 

@@ -6,6 +6,7 @@
 
 #include "chorus/error.h"
 #include "comm/algorithms.h"
+#include "comm/ring.h"
 #include "comm/communicator_impl.h"
 #include "util/deadline.h"
 
@@ -67,6 +68,13 @@ void Communicator::Impl::check_usable(const char* op) const {
   if (broken.load()) CHORUS_THROW(IoError, op, ": communicator is broken");
 }
 
+void Communicator::Impl::prepare_single_copy(comm::Context& ctx, size_t bytes) {
+  if (!options.shm_single_copy || bytes < comm::kSingleCopyMinBytes) return;
+  if (mesh->topology().local_size != mesh->size()) return;  // a ring across hosts
+  if (single_copy_agreed < 0) single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
+  ctx.single_copy = single_copy_agreed == 1;
+}
+
 void Communicator::Impl::fail() noexcept {
   broken.store(true);
   mesh->abort();
@@ -106,6 +114,7 @@ int Communicator::cross_rank() const { return impl_->mesh->topology().cross_rank
 int Communicator::cross_size() const { return impl_->mesh->topology().cross_size; }
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }
 bool Communicator::broken() const { return impl_->broken.load(); }
+bool Communicator::single_copy() const { return impl_->single_copy_agreed == 1; }
 void Communicator::abort() noexcept { impl_->fail(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -121,11 +130,17 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     if (send != recv) std::memcpy(recv, send, count * es);
     return;
   }
-  auto algo = comm::choose_allreduce(impl_->options.allreduce_algorithm, count * es, size());
+  AllreduceAlgorithm requested = impl_->options.allreduce_algorithm;
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
-  info.algorithm = allreduce_algorithm_name(algo);
   impl_->run(info, [&](comm::Context& ctx) {
+    if (requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing) {
+      impl_->prepare_single_copy(ctx, count * es);
+    }
+    // The single-copy ring beats halving-doubling from where it starts (docs/algorithms.md).
+    auto algo = ctx.single_copy ? AllreduceAlgorithm::kRing
+                                : comm::choose_allreduce(requested, count * es, size());
+    info.algorithm = ctx.single_copy ? "ring (single-copy)" : allreduce_algorithm_name(algo);
     switch (algo) {
       case AllreduceAlgorithm::kRecursiveDoubling:
         return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
@@ -150,6 +165,7 @@ void Communicator::allgatherv(const void* send, void* recv, const std::vector<si
       if (send != recv) std::memmove(recv, send, total * dtype_size(type));
       return;
     }
+    impl_->prepare_single_copy(ctx, total * dtype_size(type));
     comm::allgatherv_ring(ctx, send, recv, counts, type);
   });
 }
@@ -189,6 +205,7 @@ void Communicator::reduce_scatter(const void* send, void* recv,
       if (send != recv) std::memcpy(recv, send, total * dtype_size(type));
       return;
     }
+    impl_->prepare_single_copy(ctx, total * dtype_size(type));
     comm::reduce_scatter_ring(ctx, send, recv, recv_counts, type, op);
   });
 }

@@ -16,6 +16,10 @@ CommunicatorOptions CommunicatorOptions::from_env() {
   o.shm_ring_bytes = mesh.shm_ring_bytes;
   o.tcp_congestion = mesh.tcp_congestion;
   o.timeout = mesh.timeout;
+  if (auto v = env_int("CHORUS_SHM_SINGLE_COPY")) {
+    CHORUS_CHECK_ARG(*v == 0 || *v == 1, "CHORUS_SHM_SINGLE_COPY must be 0 or 1, not ", *v);
+    o.shm_single_copy = *v == 1;
+  }
   if (auto v = env_string("CHORUS_ALLREDUCE_ALGO")) {
     o.allreduce_algorithm = parse_allreduce_algorithm(*v);
   }

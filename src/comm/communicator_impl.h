@@ -38,6 +38,9 @@ struct Communicator::Impl {
   template <typename Body>
   void run(const OpInfo& info, Body&& body);
   void check_usable(const char* op) const;
+  // Sets ctx.single_copy for a ring call over `bytes` (the same on every rank). The first
+  // call that qualifies runs comm::agree_single_copy on every rank; later ones reuse it.
+  void prepare_single_copy(comm::Context& ctx, size_t bytes);
   void fail() noexcept;
 
   // Nested classes may use Communicator's private constructor.
@@ -50,6 +53,7 @@ struct Communicator::Impl {
   std::atomic<bool> broken{false};
   comm::Workspace workspace;
   std::vector<size_t> uniform_counts;  // allgather / alltoall's per-rank counts
+  int single_copy_agreed = -1;         // -1: not asked yet; 0: no; 1: every rank can
 };
 
 namespace comm {

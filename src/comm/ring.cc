@@ -24,10 +24,6 @@ class RingStream {
   void run();
 
  private:
-  int send_segment(size_t step) const;
-  int recv_segment(size_t step) const;
-  // Element offset (full layout) and count of chunk j of segment seg.
-  void chunk(int seg, size_t j, size_t* off, size_t* cnt) const;
   char* own_ptr(size_t off) const { return s_.own_out + (off - s_.seg_off[r_]) * es_; }
 
   void start_recv();
@@ -40,8 +36,9 @@ class RingStream {
 
   Context& ctx_;
   const RingSpec& s_;
-  int p_, r_;
-  size_t es_, k_ = 1, rs_steps_, units_;
+  RingLayout lay_;
+  int r_;
+  size_t es_, k_, rs_steps_, units_;
   transport::Link& left_;
   transport::Link& right_;
   char* incoming_ = nullptr;
@@ -56,35 +53,15 @@ class RingStream {
 RingStream::RingStream(Context& ctx, const RingSpec& spec)
     : ctx_(ctx),
       s_(spec),
-      p_(ctx.size()),
+      lay_(spec, ctx.rank(), ctx.size(), kChunkBytes),
       r_(ctx.rank()),
-      es_(dtype_size(spec.type)),
-      rs_steps_(spec.reduce_scatter ? p_ - 1 : 0),
-      units_(0),
-      left_(ctx.link(mod(r_ - 1, p_))),
-      right_(ctx.link(mod(r_ + 1, p_))) {
-  size_t max_seg = 0;
-  for (int i = 0; i < p_; ++i) max_seg = std::max(max_seg, s_.seg_off[i + 1] - s_.seg_off[i]);
-  k_ = std::max<size_t>(1, (max_seg * es_ + kChunkBytes - 1) / kChunkBytes);
-  size_t steps = rs_steps_ + (spec.allgather ? p_ - 1 : 0);
-  units_ = steps * k_;
-  if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(((max_seg + k_ - 1) / k_) * es_);
-}
-
-int RingStream::send_segment(size_t step) const {
-  if (step < rs_steps_) return mod(r_ - 1 - static_cast<int>(step), p_);
-  return mod(r_ - static_cast<int>(step - rs_steps_), p_);
-}
-
-int RingStream::recv_segment(size_t step) const {
-  if (step < rs_steps_) return mod(r_ - 2 - static_cast<int>(step), p_);
-  return mod(r_ - 1 - static_cast<int>(step - rs_steps_), p_);
-}
-
-void RingStream::chunk(int seg, size_t j, size_t* off, size_t* cnt) const {
-  size_t seg_count = s_.seg_off[seg + 1] - s_.seg_off[seg];
-  *off = s_.seg_off[seg] + part_offset(seg_count, k_, j);
-  *cnt = part_count(seg_count, k_, j);
+      es_(lay_.es),
+      k_(lay_.k),
+      rs_steps_(lay_.rs_steps),
+      units_(lay_.units),
+      left_(ctx.link(mod(r_ - 1, ctx.size()))),
+      right_(ctx.link(mod(r_ + 1, ctx.size()))) {
+  if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * es_);
 }
 
 void RingStream::start_recv() {
@@ -93,7 +70,7 @@ void RingStream::start_recv() {
     return;
   }
   size_t step = recv_unit_ / k_, off, cnt;
-  chunk(recv_segment(step), recv_unit_ % k_, &off, &cnt);
+  lay_.chunk(lay_.recv_segment(step), recv_unit_ % k_, &off, &cnt);
   recv_reduces_ = step < rs_steps_;
   if (recv_reduces_) {
     recv_final_ = step + 1 == rs_steps_;
@@ -112,7 +89,7 @@ void RingStream::start_send() {
     return;
   }
   size_t step = send_unit_ / k_, off, cnt;
-  chunk(send_segment(step), send_unit_ % k_, &off, &cnt);
+  lay_.chunk(lay_.send_segment(step), send_unit_ % k_, &off, &cnt);
   const char* data = s_.acc + off * es_;
   if (step == 0 && rs_steps_ > 0) data = s_.src + off * es_;    // own input
   if (step == rs_steps_ && rs_steps_ > 0) data = own_ptr(off);  // own finished segment
@@ -181,7 +158,36 @@ void RingStream::run() {
 
 }  // namespace
 
-void ring_run(Context& ctx, const RingSpec& spec) { RingStream(ctx, spec).run(); }
+RingLayout::RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes)
+    : s(spec), p(size), r(rank), es(dtype_size(spec.type)) {
+  size_t max_seg = 0;
+  for (int i = 0; i < p; ++i) max_seg = std::max(max_seg, s.seg_off[i + 1] - s.seg_off[i]);
+  k = std::max<size_t>(1, (max_seg * es + chunk_bytes - 1) / chunk_bytes);
+  rs_steps = spec.reduce_scatter ? p - 1 : 0;
+  units = (rs_steps + (spec.allgather ? p - 1 : 0)) * k;
+  max_chunk = (max_seg + k - 1) / k;
+}
+
+int RingLayout::send_segment(size_t step) const {
+  if (step < rs_steps) return mod(r - 1 - static_cast<int>(step), p);
+  return mod(r - static_cast<int>(step - rs_steps), p);
+}
+
+int RingLayout::recv_segment(size_t step) const {
+  if (step < rs_steps) return mod(r - 2 - static_cast<int>(step), p);
+  return mod(r - 1 - static_cast<int>(step - rs_steps), p);
+}
+
+void RingLayout::chunk(int seg, size_t j, size_t* off, size_t* cnt) const {
+  size_t seg_count = s.seg_off[seg + 1] - s.seg_off[seg];
+  *off = s.seg_off[seg] + part_offset(seg_count, k, j);
+  *cnt = part_count(seg_count, k, j);
+}
+
+void ring_run(Context& ctx, const RingSpec& spec) {
+  if (ctx.single_copy) return ring_run_single_copy(ctx, spec);
+  RingStream(ctx, spec).run();
+}
 
 void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, DataType type,
                     ReduceOp op) {

@@ -29,6 +29,36 @@ struct RingSpec {
   int64_t divisor = 1;        // > 1: the own segment is divided as it is finished (average)
 };
 
+// Runs the ring: the single-copy pull ring when ctx.single_copy, else the byte stream.
 void ring_run(Context& ctx, const RingSpec& spec);
+
+// Where the ring's units lie, for both ways of running it. Units are numbered in stream
+// order: unit u is chunk u % k of the segment sent (and received) at step u / k, where
+// steps 0 .. rs_steps-1 reduce-scatter and the rest allgather.
+struct RingLayout {
+  RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes);
+  int send_segment(size_t step) const;
+  int recv_segment(size_t step) const;
+  // Element offset (full layout) and count of chunk j of segment seg.
+  void chunk(int seg, size_t j, size_t* off, size_t* cnt) const;
+
+  const RingSpec& s;
+  int p, r;
+  size_t es;
+  size_t k = 1;         // chunks per segment
+  size_t rs_steps = 0;  // p - 1 with a reduce-scatter, else 0
+  size_t units = 0;
+  size_t max_chunk = 0;  // elements in the largest chunk
+};
+
+// The ring for ranks that can read each other's memory (Link::read_peer_memory): instead
+// of streaming the data, each rank tells its right neighbour which units are ready (an
+// 8-byte token each) and the neighbour copies them straight out of this rank's buffers —
+// one copy instead of two, reduced from cache-sized blocks. See docs/algorithms.md.
+void ring_run_single_copy(Context& ctx, const RingSpec& spec);
+
+// The collective agreement behind ctx.single_copy: true when every rank can read the
+// memory of every peer. A barrier first, so that every peer's link end exists.
+bool agree_single_copy(Context& ctx);
 
 }  // namespace chorus::comm

@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
+#include "chorus/error.h"
 
 namespace chorus::transport {
 
@@ -58,6 +60,21 @@ class Link {
   // Hands back the first n bytes of the last peek_recv(), as if try_recv had read them.
   // REQUIRES: peek_recv returned non-null and n <= its *available.
   virtual void consume_recv(size_t n) { (void)n; }
+
+  // Single-copy access to the peer's memory: true when read_peer_memory works on this link
+  // (shared memory, when the kernel lets this process read the peer's with
+  // process_vm_readv: same user, no Yama/seccomp refusal). Only valid once the peer's end of
+  // the link exists (after any exchange with it); the answer may be cached. Never throws.
+  virtual bool probe_peer_memory() { return false; }
+  // Copies n bytes at address `remote` of the peer's process to `local`. Throws IoError when
+  // the read fails or comes up short (the peer died, or a bad address).
+  // REQUIRES: probe_peer_memory() returned true.
+  virtual void read_peer_memory(void* local, uintptr_t remote, size_t n) {
+    (void)local;
+    (void)remote;
+    CHORUS_THROW(IoError, "reading ", n, " bytes of the peer's memory over ", describe(),
+                 ": this link cannot");
+  }
 
   // Called by idle waits, at most about once a millisecond; throws IoError when the peer
   // is known to be gone (a link without a descriptor has no other way to find out).

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -21,6 +22,46 @@ ShmLink::ShmLink(int rank, int peer, int side, shm::Segment segment, net::Fd liv
   shm::Doorbell* peer_bell = &h->doorbells[1 - side_];
   writer_ = shm::RingWriter(&h->rings[side_], segment_.ring_data(side_), bytes, peer_bell);
   reader_ = shm::RingReader(&h->rings[1 - side_], segment_.ring_data(1 - side_), bytes, peer_bell);
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(liveness_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    peer_pid_ = cred.pid;  // 0 when the peer is in a pid namespace we cannot see
+  }
+  std::atomic<uint64_t>& mine = h->probe_address[side_];
+  mine.store(reinterpret_cast<uintptr_t>(&mine), std::memory_order_release);
+}
+
+bool ShmLink::probe_peer_memory() {
+  if (peer_readable_ < 0) {
+    uint64_t theirs = segment_.header()->probe_address[1 - side_].load(std::memory_order_acquire);
+    uint64_t seen = 0;
+    iovec local{&seen, sizeof seen};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(theirs)), sizeof seen};
+    bool ok = peer_pid_ > 0 && theirs != 0 &&
+              ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) == sizeof seen &&
+              seen == theirs;
+    peer_readable_ = ok ? 1 : 0;
+  }
+  return peer_readable_ == 1;
+}
+
+void ShmLink::read_peer_memory(void* local, uintptr_t remote, size_t n) {
+  char* to = static_cast<char*>(local);
+  while (n > 0) {
+    if (broken()) throw_broken("single-copy read");
+    iovec l{to, n};
+    iovec r{reinterpret_cast<void*>(remote), n};
+    ssize_t got = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      const char* why = got == 0 ? "nothing was read" : std::strerror(errno);
+      CHORUS_THROW(IoError, "rank ", rank_, ": reading ", n, " bytes of the peer's memory over ",
+                   describe(), " failed: ", why);
+    }
+    to += got;
+    remote += static_cast<uintptr_t>(got);
+    n -= static_cast<size_t>(got);
+  }
 }
 
 // Closing the socket (in liveness_'s destructor) is what tells the peer we are gone.

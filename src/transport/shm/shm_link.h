@@ -4,6 +4,11 @@
 // end close (exit, crash, SIGKILL) as EOF/POLLHUP. abort() sets the segment's shared
 // 'aborted' flag, which the peer's next try_* notices without any system call, and rings
 // both doorbells so that a side asleep in wait_ready() notices at once.
+//
+// Single copy: the liveness socket also names the peer's process (SO_PEERCRED), whose
+// memory read_peer_memory reads with process_vm_readv once probe_peer_memory has checked,
+// through the segment header's probe addresses, that the kernel allows it and that the pid
+// is really the peer's.
 #pragma once
 
 #include <atomic>
@@ -36,6 +41,8 @@ class ShmLink : public Link {
     return reader_.peek(available);
   }
   void consume_recv(size_t n) override { reader_.consume(n); }
+  bool probe_peer_memory() override;
+  void read_peer_memory(void* local, uintptr_t remote, size_t n) override;
   int poll_fd() const override { return -1; }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
@@ -53,6 +60,8 @@ class ShmLink : public Link {
   int side_;
   shm::Segment segment_;
   net::Fd liveness_;
+  int peer_pid_ = 0;       // 0: unknown (no single copy)
+  int peer_readable_ = -1;  // probe_peer_memory's answer: -1 not probed yet, 0 no, 1 yes
   shm::RingWriter writer_;
   shm::RingReader reader_;
   std::atomic<bool> locally_aborted_{false};  // abort() may come from any thread

@@ -113,4 +113,5 @@ static_assert(offsetof(SegmentHeader, rings) == 128);
 static_assert(sizeof(RingCounters) == 128);
 static_assert(offsetof(SegmentHeader, doorbells) == 384);
 static_assert(offsetof(Doorbell, sleeping) == 64 && sizeof(Doorbell) == 128);
+static_assert(offsetof(SegmentHeader, probe_address) == 640);
 }  // namespace chorus::transport::shm

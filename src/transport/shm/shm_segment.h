@@ -26,10 +26,15 @@ struct SegmentHeader {
   alignas(kCacheLine) std::atomic<uint32_t> aborted_by;
   RingCounters rings[2];  // rings[s] carries bytes from side s to side 1 - s
   Doorbell doorbells[2];  // doorbells[s] is where side s sleeps; the other side rings it
+  // probe_address[s]: where side s's process maps probe_address[s] itself (0 until set).
+  // The other side reads that address out of side s's memory (process_vm_readv) and must
+  // find the same value there: proof that it may read side s's memory and that the pid it
+  // holds is side s's process (see ShmLink::probe_peer_memory).
+  alignas(kCacheLine) std::atomic<uint64_t> probe_address[2];
 };
 
 constexpr uint64_t kSegmentMagic = 0x67655373756f6863ull;  // "chorusSeg"
-constexpr uint32_t kSegmentVersion = 2;  // 2: doorbells
+constexpr uint32_t kSegmentVersion = 3;  // 2: doorbells, 3: probe addresses
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "header must fit its page");
 

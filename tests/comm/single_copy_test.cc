@@ -1,0 +1,218 @@
+// The single-copy ring (ranks read each other's buffers with process_vm_readv): over shm,
+// with ranks as threads of this process (which may always read its own memory), its
+// results must be bit for bit those of the byte stream through the rings, for allreduce,
+// allgatherv and reduce_scatter, in and out of place, with several units per segment; and
+// it must be chosen only where it applies. Cross-process use and a rank killed in the
+// middle of it are in fault_test.cc.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm_harness.h"
+#include "values.h"
+
+namespace chorus::comm::testing {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Both ways of running the ring reduce in the same order; kAuto would pick halving-doubling
+// for the stream's smaller calls.
+std::unique_ptr<Group> shm_group(int size, bool single_copy,
+                                 AllreduceAlgorithm algo = AllreduceAlgorithm::kRing) {
+  CommunicatorOptions o = Group::default_options();
+  o.shm_single_copy = single_copy;
+  o.allreduce_algorithm = algo;
+  return std::make_unique<Group>(Transport::kShm, size, o);
+}
+
+class SingleCopyTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    on_ = shm_group(GetParam(), true);
+    off_ = shm_group(GetParam(), false);
+  }
+  int p() const { return GetParam(); }
+
+  // Runs `call` on both groups with the same inputs; returns {single-copy, stream} outputs.
+  // Out of place, rank r's output has out_bytes[r] bytes; in place, the output buffer
+  // starts as the input.
+  using Call = std::function<void(Communicator&, const char* in, char* out)>;
+  std::pair<std::vector<std::vector<char>>, std::vector<std::vector<char>>> run_both(
+      const std::vector<std::vector<char>>& inputs, const std::vector<size_t>& out_bytes,
+      bool in_place, const Call& call) {
+    std::vector<std::vector<char>> results[2];
+    Group* groups[2] = {on_.get(), off_.get()};
+    for (int g = 0; g < 2; ++g) {
+      std::vector<std::vector<char>> in = inputs, out(p());
+      for (int r = 0; r < p(); ++r) {
+        out[r] = in_place ? in[r] : std::vector<char>(out_bytes[r] + 1, '\x5a');
+        if (in_place) out[r].push_back('\x5a');  // a guard byte past the end
+      }
+      groups[g]->run([&](int r, Communicator& comm) {
+        call(comm, in_place ? out[r].data() : in[r].data(), out[r].data());
+      });
+      for (int r = 0; r < p(); ++r) {
+        EXPECT_EQ(out[r].back(), '\x5a') << "rank " << r << " wrote past the end";
+        out[r].pop_back();
+        if (!in_place) {
+          EXPECT_EQ(in[r], inputs[r]) << "rank " << r << " input modified";
+        }
+      }
+      results[g] = std::move(out);
+    }
+    for (int r = 0; r < p(); ++r) {
+      EXPECT_TRUE((*on_)[r].single_copy()) << "rank " << r;
+      EXPECT_FALSE((*off_)[r].single_copy()) << "rank " << r;
+    }
+    return {std::move(results[0]), std::move(results[1])};
+  }
+
+  std::vector<std::vector<char>> random_inputs(DataType t, ReduceOp op, size_t count,
+                                               uint64_t seed) {
+    std::vector<std::vector<char>> in(p());
+    for (int r = 0; r < p(); ++r) {
+      Random rng(seed * 977 + r);
+      in[r].resize(count * dtype_size(t));
+      fill_random(t, op, in[r].data(), count, p(), rng);
+    }
+    return in;
+  }
+
+  std::unique_ptr<Group> on_, off_;
+};
+
+TEST_P(SingleCopyTest, AllreduceIsBitForBitTheStream) {
+  struct Case {
+    DataType type;
+    ReduceOp op;
+    size_t bytes;  // rounded down to whole elements, plus one odd element
+  };
+  // 5 MiB + 1 element: more than one 1 MiB unit per segment, and uneven segments.
+  const Case cases[] = {{DataType::kFloat32, ReduceOp::kSum, 5 * kMiB},
+                        {DataType::kFloat32, ReduceOp::kAverage, kMiB},
+                        {DataType::kFloat64, ReduceOp::kMax, 3 * kMiB},
+                        {DataType::kInt32, ReduceOp::kAverage, 2 * kMiB},
+                        {DataType::kUInt8, ReduceOp::kSum, kMiB},
+                        {DataType::kFloat16, ReduceOp::kSum, 2 * kMiB},
+                        {DataType::kBFloat16, ReduceOp::kMin, kMiB},
+                        {DataType::kInt64, ReduceOp::kProduct, kMiB}};
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    for (bool in_place : {false, true}) {
+      size_t count = c.bytes / dtype_size(c.type) + 1;
+      SCOPED_TRACE(std::string(dtype_name(c.type)) + " " + reduce_op_name(c.op) + " count " +
+                   std::to_string(count) + (in_place ? " in place" : ""));
+      auto inputs = random_inputs(c.type, c.op, count, seed++);
+      auto [single, stream] = run_both(
+          inputs, std::vector<size_t>(p(), count * dtype_size(c.type)), in_place,
+          [&](Communicator& comm, const char* in, char* out) {
+            comm.allreduce(in, out, count, c.type, c.op);
+          });
+      for (int r = 0; r < p(); ++r) ASSERT_EQ(single[r], stream[r]) << "rank " << r;
+      expect_reduced(c.type, c.op, inputs, single[0].data(), 0, count);
+    }
+  }
+}
+
+TEST_P(SingleCopyTest, AllgathervAndReduceScatterAreBitForBitTheStream) {
+  // Uneven blocks, one of them empty, 2.5 MiB of float32 in all.
+  std::vector<size_t> counts(p());
+  size_t total = 0;
+  for (int r = 0; r < p(); ++r) total += counts[r] = r == 1 ? 0 : (5 * kMiB / 8) / p() * (r + 1);
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "out of place");
+    auto inputs = random_inputs(DataType::kFloat32, ReduceOp::kSum, total, 11 + in_place);
+    std::vector<size_t> block_bytes(p());
+    for (int r = 0; r < p(); ++r) block_bytes[r] = counts[r] * 4;
+    auto [rs_single, rs_stream] =
+        run_both(inputs, block_bytes, in_place, [&](Communicator& comm, const char* in, char* out) {
+          comm.reduce_scatter(in, out, counts, DataType::kFloat32, ReduceOp::kSum);
+        });
+    size_t off = 0;
+    for (int r = 0; r < p(); ++r) {
+      // In place, the block is at the start of the buffer and the rest is scratch.
+      ASSERT_EQ(std::memcmp(rs_single[r].data(), rs_stream[r].data(), block_bytes[r]), 0)
+          << "reduce_scatter, rank " << r;
+      expect_reduced(DataType::kFloat32, ReduceOp::kSum, inputs, rs_single[r].data(), off,
+                     counts[r]);
+      off += counts[r];
+    }
+    // allgatherv: rank r's block at its offset of a buffer of `total` (in place: already there).
+    auto [ag_single, ag_stream] =
+        run_both(inputs, std::vector<size_t>(p(), total * 4), in_place,
+                 [&](Communicator& comm, const char* in, char* out) {
+          size_t at = 0;
+          for (int q = 0; q < comm.rank(); ++q) at += counts[q];
+          comm.allgatherv(in + at * 4, out, counts, DataType::kFloat32);
+        });
+    for (int r = 0; r < p(); ++r) {
+      ASSERT_EQ(ag_single[r], ag_stream[r]) << "allgatherv, rank " << r;
+      size_t at = 0;
+      for (int q = 0; q < p(); ++q) {
+        ASSERT_EQ(std::memcmp(ag_single[r].data() + at * 4, inputs[q].data() + at * 4,
+                              counts[q] * 4),
+                  0)
+            << "allgatherv, rank " << r << " block " << q;
+        at += counts[q];
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, SingleCopyTest, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return std::to_string(info.param); });
+
+// Below 1 MiB nothing is agreed (no collective of agreement runs); from 1 MiB it is.
+TEST(SingleCopyChoice, StartsAtOneMiB) {
+  auto group = shm_group(2, true, AllreduceAlgorithm::kAuto);
+  std::vector<std::vector<float>> buf(2, std::vector<float>(kMiB / 4, 1.0f));
+  group->run([&](int r, Communicator& comm) {
+    comm.allreduce(buf[r].data(), buf[r].data(), kMiB / 4 - 1, DataType::kFloat32,
+                   ReduceOp::kSum);
+  });
+  EXPECT_FALSE((*group)[0].single_copy());
+  group->run([&](int r, Communicator& comm) {
+    comm.allreduce(buf[r].data(), buf[r].data(), kMiB / 4, DataType::kFloat32, ReduceOp::kSum);
+  });
+  EXPECT_TRUE((*group)[0].single_copy());
+  EXPECT_TRUE((*group)[1].single_copy());
+  EXPECT_EQ(buf[0][0], 4.0f);
+  EXPECT_EQ(buf[1][kMiB / 4 - 1], 2.0f);
+}
+
+// TCP links cannot read a peer's memory: the agreement says no on every rank.
+TEST(SingleCopyChoice, TcpLinksNeverUseIt) {
+  Group group(Transport::kTcp, 3);
+  std::vector<std::vector<float>> buf(3, std::vector<float>(kMiB, 2.0f));
+  group.run([&](int r, Communicator& comm) {
+    comm.allreduce(buf[r].data(), buf[r].data(), kMiB, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_FALSE(comm.single_copy()) << "rank " << r;
+  });
+  EXPECT_EQ(buf[2][kMiB - 1], 6.0f);
+}
+
+TEST(SingleCopyChoice, FromTheEnvironment) {
+  ::setenv("CHORUS_SHM_SINGLE_COPY", "0", 1);
+  EXPECT_FALSE(CommunicatorOptions::from_env().shm_single_copy);
+  ::setenv("CHORUS_SHM_SINGLE_COPY", "1", 1);
+  EXPECT_TRUE(CommunicatorOptions::from_env().shm_single_copy);
+  ::setenv("CHORUS_SHM_SINGLE_COPY", "yes", 1);
+  EXPECT_THROW(CommunicatorOptions::from_env(), InvalidArgument);
+  ::setenv("CHORUS_SHM_SINGLE_COPY", "2", 1);
+  try {
+    CommunicatorOptions::from_env();
+    ADD_FAILURE() << "CHORUS_SHM_SINGLE_COPY=2 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("CHORUS_SHM_SINGLE_COPY must be 0 or 1, not 2"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("CHORUS_SHM_SINGLE_COPY");
+}
+
+}  // namespace
+}  // namespace chorus::comm::testing
