@@ -62,6 +62,13 @@ struct CommunicatorOptions {
   static CommunicatorOptions from_env();
 };
 
+// A buffer of a multi-buffer allreduce.
+struct BufferPart {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements
+};
+
 class Communicator {
  public:
   // Collective over `size` ranks that share `store`: connects this rank to every other.
@@ -79,6 +86,11 @@ class Communicator {
 
   // recv[i] = op over ranks of send[i], on every rank.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // One allreduce over several buffers, as over their concatenation: a single collective.
+  // Where the single-copy ring applies (single_copy()) the parts are read and written where
+  // they lie; otherwise they are staged through one buffer. Every rank passes the same
+  // counts in the same order; a part may be in place (send == recv).
+  void allreduce(const std::vector<BufferPart>& parts, DataType type, ReduceOp op);
   // recv = concatenation over ranks r of r's `counts[r]` elements. counts.size() == size().
   void allgatherv(const void* send, void* recv, const std::vector<size_t>& counts,
                   DataType type);

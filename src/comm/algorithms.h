@@ -16,6 +16,10 @@ namespace chorus::comm {
 // Allreduce; `send` may equal `recv`. kAverage divides the result by size().
 void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, DataType type,
                     ReduceOp op);
+// The single-copy ring over parts, as over their concatenation of `count` elements.
+// REQUIRES: ctx.single_copy.
+void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, size_t count,
+                          DataType type, ReduceOp op);
 void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                 DataType type, ReduceOp op);
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,

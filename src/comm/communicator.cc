@@ -44,6 +44,18 @@ void check_buffer(const void* p, size_t count, const char* op, const char* name)
                    " elements");
 }
 
+void run_allreduce(comm::Context& ctx, AllreduceAlgorithm algo, const void* send, void* recv,
+                   size_t count, DataType type, ReduceOp op) {
+  switch (algo) {
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
+    default:
+      return comm::allreduce_ring(ctx, send, recv, count, type, op);
+  }
+}
+
 void check_counts(const std::vector<size_t>& counts, int size, const char* op) {
   CHORUS_CHECK_ARG(counts.size() == static_cast<size_t>(size), op, ": ", counts.size(),
                    " counts for ", size, " ranks");
@@ -66,6 +78,16 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algo) {
 
 void Communicator::Impl::check_usable(const char* op) const {
   if (broken.load()) CHORUS_THROW(IoError, op, ": communicator is broken");
+}
+
+AllreduceAlgorithm Communicator::Impl::choose_allreduce(comm::Context& ctx, size_t bytes) {
+  AllreduceAlgorithm requested = options.allreduce_algorithm;
+  if (requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing) {
+    prepare_single_copy(ctx, bytes);
+  }
+  // The single-copy ring beats halving-doubling from where it starts (docs/algorithms.md).
+  if (ctx.single_copy) return AllreduceAlgorithm::kRing;
+  return comm::choose_allreduce(requested, bytes, mesh->size());
 }
 
 void Communicator::Impl::prepare_single_copy(comm::Context& ctx, size_t bytes) {
@@ -130,24 +152,52 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     if (send != recv) std::memcpy(recv, send, count * es);
     return;
   }
-  AllreduceAlgorithm requested = impl_->options.allreduce_algorithm;
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
-    if (requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing) {
-      impl_->prepare_single_copy(ctx, count * es);
-    }
-    // The single-copy ring beats halving-doubling from where it starts (docs/algorithms.md).
-    auto algo = ctx.single_copy ? AllreduceAlgorithm::kRing
-                                : comm::choose_allreduce(requested, count * es, size());
+    auto algo = impl_->choose_allreduce(ctx, count * es);
     info.algorithm = ctx.single_copy ? "ring (single-copy)" : allreduce_algorithm_name(algo);
-    switch (algo) {
-      case AllreduceAlgorithm::kRecursiveDoubling:
-        return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
-      case AllreduceAlgorithm::kHalvingDoubling:
-        return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
-      default:
-        return comm::allreduce_ring(ctx, send, recv, count, type, op);
+    run_allreduce(ctx, algo, send, recv, count, type, op);
+  });
+}
+
+void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type, ReduceOp op) {
+  size_t es = dtype_size(type);
+  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "allreduce: unknown op");
+  size_t total = 0;
+  for (const BufferPart& part : parts) {
+    CHORUS_CHECK_ARG(part.count <= SIZE_MAX / es - total, "allreduce: the parts' counts overflow");
+    check_buffer(part.send, part.count, "allreduce", "a part's send");
+    check_buffer(part.recv, part.count, "allreduce", "a part's recv");
+    total += part.count;
+  }
+  impl_->check_usable("allreduce");
+  if (total == 0) return;
+  if (size() == 1) {
+    for (const BufferPart& part : parts) {
+      if (part.send != part.recv) std::memcpy(part.recv, part.send, part.count * es);
+    }
+    return;
+  }
+  OpInfo info{"allreduce", total, type, rank(), size()};
+  info.reduce = reduce_op_name(op);
+  impl_->run(info, [&](comm::Context& ctx) {
+    auto algo = impl_->choose_allreduce(ctx, total * es);
+    if (ctx.single_copy) {
+      info.algorithm = "ring (single-copy, parts)";
+      return comm::allreduce_ring_parts(ctx, parts, total, type, op);
+    }
+    info.algorithm = allreduce_algorithm_name(algo);
+    char* staged = ctx.ws.staging.get(total * es);
+    for (const BufferPart& part : parts) {
+      if (part.count > 0) std::memcpy(staged, part.send, part.count * es);
+      staged += part.count * es;
+    }
+    staged = ctx.ws.staging.get(total * es);
+    run_allreduce(ctx, algo, staged, staged, total, type, op);
+    for (const BufferPart& part : parts) {
+      if (part.count > 0) std::memcpy(part.recv, staged, part.count * es);
+      staged += part.count * es;
     }
   });
 }

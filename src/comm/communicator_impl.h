@@ -41,6 +41,8 @@ struct Communicator::Impl {
   // Sets ctx.single_copy for a ring call over `bytes` (the same on every rank). The first
   // call that qualifies runs comm::agree_single_copy on every rank; later ones reuse it.
   void prepare_single_copy(comm::Context& ctx, size_t bytes);
+  // The allreduce algorithm for `bytes` (setting ctx.single_copy first: see above).
+  AllreduceAlgorithm choose_allreduce(comm::Context& ctx, size_t bytes);
   void fail() noexcept;
 
   // Nested classes may use Communicator's private constructor.

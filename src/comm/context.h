@@ -37,6 +37,7 @@ class Scratch {
 struct Workspace {
   Scratch incoming;                  // received data waiting to be reduced
   Scratch accumulator;               // partial results that are not the caller's (reduce_scatter)
+  Scratch staging;                   // a multi-buffer allreduce's parts, packed (no single copy)
   std::vector<size_t> offsets;       // element offsets of per-rank blocks (size p + 1)
   std::vector<size_t> offsets_peer;  // a second table (alltoallv receive side)
 };

@@ -205,6 +205,19 @@ void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, Da
   ring_run(ctx, spec);
 }
 
+void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, size_t count,
+                          DataType type, ReduceOp op) {
+  balanced_offsets(count, ctx.size(), ctx.ws.offsets);
+  RingSpec spec;
+  spec.seg_off = ctx.ws.offsets.data();
+  spec.type = type;
+  spec.op = op;
+  spec.reduce_scatter = spec.allgather = true;
+  spec.parts = &parts;
+  spec.divisor = op == ReduceOp::kAverage ? ctx.size() : 1;
+  ring_run_single_copy(ctx, spec);
+}
+
 void allgatherv_ring(Context& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                      DataType type) {
   size_t es = dtype_size(type);

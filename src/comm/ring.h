@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
+#include "chorus/communicator.h"
 #include "chorus/dtype.h"
 #include "comm/context.h"
 
@@ -27,6 +29,9 @@ struct RingSpec {
   char* acc = nullptr;        // full layout: partial results and allgather receives
   char* own_out = nullptr;    // where segment rank() ends reduced (acc + its offset, or not)
   int64_t divisor = 1;        // > 1: the own segment is divided as it is finished (average)
+  // Single-copy ring only: the full layout is these buffers, concatenated (src and acc are
+  // then unused; own_out is acc's). Parts with no elements are allowed.
+  const std::vector<BufferPart>* parts = nullptr;
 };
 
 // Runs the ring: the single-copy pull ring when ctx.single_copy, else the byte stream.

@@ -1,12 +1,13 @@
 // The single-copy ring (ring.h): the same units in the same order as the byte stream, but a
 // unit moves by the receiver copying it out of the sender's buffers (process_vm_readv)
 // once the sender says it is ready. On each link, per call:
-//   sender -> receiver: its three buffer addresses (24 bytes), then one 8-byte token per
-//                       unit (its number) as the unit becomes ready;
+//   sender -> receiver: n, the number of buffers its layout has (1, or the parts with
+//                       elements), then n pairs (src, acc) of their addresses; then one
+//                       8-byte token per unit (its number) as the unit becomes ready;
 //   receiver -> sender: 8 bytes once it has read everything, so that the sender's buffers
 //                       stay untouched until nobody reads them.
 // Every message is a multiple of 8 bytes, keeping the links' streams aligned for the next
-// call. Reductions read the peer's data from a cache-sized block of scratch, so each
+// call. Reductions read the peer's data into a cache-sized block of scratch, so each
 // element crosses memory once on its way in instead of twice (ring write, ring read).
 #include <algorithm>
 #include <cstdint>
@@ -20,6 +21,7 @@
 namespace chorus::comm {
 namespace {
 
+using transport::PeerCopy;
 using transport::Transfer;
 
 // A unit is announced when it is whole, so units bound how early the right neighbour can
@@ -29,26 +31,35 @@ constexpr size_t kUnitBytes = size_t{1} << 20;
 // Peer data to be reduced is read in blocks that stay in the L2 cache for the reduction.
 constexpr size_t kBlockBytes = size_t{256} << 10;
 
-struct Buffers {
-  uint64_t src, acc, own_out;
+// The full layout as buffers: piece i holds bytes [start[i], start[i + 1]) of it, at src[i]
+// and acc[i] here and at the left neighbour's peer_src[i] / peer_acc[i]. Every rank has the
+// same counts, so the same starts.
+struct Pieces {
+  std::vector<size_t> start;
+  std::vector<const char*> src;
+  std::vector<char*> acc;
+  std::vector<uint64_t> peer_src, peer_acc;
+
+  size_t find(size_t x) const {
+    return static_cast<size_t>(std::upper_bound(start.begin(), start.end(), x) - start.begin()) -
+           1;
+  }
 };
 
 class PullRing {
  public:
-  PullRing(Context& ctx, const RingSpec& spec)
-      : ctx_(ctx),
-        s_(spec),
-        lay_(spec, ctx.rank(), ctx.size(), kUnitBytes),
-        left_rank_(mod(ctx.rank() - 1, ctx.size())),
-        left_(ctx.link(left_rank_)),
-        right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))) {}
-
+  PullRing(Context& ctx, const RingSpec& spec);
   void run();
 
  private:
   void exchange_buffers();
   void pull(size_t u);
-  uintptr_t remote_address(size_t step, size_t off) const;
+  void pull_reduced(size_t from, size_t bytes, bool final, bool from_input);
+  // Appends to copies_ the pieces of [from, from + bytes) of the left's src or acc, landing
+  // at `local` (contiguous) or, when local is null, at the same place of this rank's acc.
+  void collect(size_t from, size_t bytes, bool peer_src, char* local);
+  // Where byte x of the full layout goes when this rank finishes (final) or accumulates it.
+  char* dest_at(size_t x, bool final) const;
 
   Context& ctx_;
   const RingSpec& s_;
@@ -56,47 +67,110 @@ class PullRing {
   int left_rank_;
   transport::Link& left_;
   transport::Link& right_;
-  Buffers left_bufs_{};
+  Pieces pieces_;
+  std::vector<PeerCopy> copies_;
 };
 
-void PullRing::exchange_buffers() {
-  Buffers mine{reinterpret_cast<uintptr_t>(s_.src), reinterpret_cast<uintptr_t>(s_.acc),
-               reinterpret_cast<uintptr_t>(s_.own_out)};
-  Transfer t[2] = {Transfer::send(right_, &mine, sizeof mine),
-                   Transfer::recv(left_, &left_bufs_, sizeof left_bufs_)};
-  ctx_.progress.finish(t, 2);
+PullRing::PullRing(Context& ctx, const RingSpec& spec)
+    : ctx_(ctx),
+      s_(spec),
+      lay_(spec, ctx.rank(), ctx.size(), kUnitBytes),
+      left_rank_(mod(ctx.rank() - 1, ctx.size())),
+      left_(ctx.link(left_rank_)),
+      right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))) {
+  size_t total = s_.seg_off[ctx.size()] * lay_.es;
+  pieces_.start.push_back(0);
+  if (s_.parts == nullptr) {
+    pieces_.src.push_back(s_.src);
+    pieces_.acc.push_back(s_.acc);
+    pieces_.start.push_back(total);
+    return;
+  }
+  for (const BufferPart& part : *s_.parts) {
+    if (part.count == 0) continue;
+    pieces_.src.push_back(static_cast<const char*>(part.send));
+    pieces_.acc.push_back(static_cast<char*>(part.recv));
+    pieces_.start.push_back(pieces_.start.back() + part.count * lay_.es);
+  }
 }
 
-// Where the left neighbour keeps the data of the unit it sends at `step`, starting at
-// element `off` (full layout); mirrors RingStream::start_send.
-uintptr_t PullRing::remote_address(size_t step, size_t off) const {
-  size_t es = lay_.es;
-  if (lay_.rs_steps > 0 && step == 0) return left_bufs_.src + off * es;
-  if (lay_.rs_steps > 0 && step == lay_.rs_steps) {
-    return left_bufs_.own_out + (off - s_.seg_off[left_rank_]) * es;
+void PullRing::exchange_buffers() {
+  size_t n = pieces_.src.size();
+  std::vector<uint64_t> mine(1 + 2 * n), theirs(1 + 2 * n);
+  mine[0] = n;
+  for (size_t i = 0; i < n; ++i) {
+    mine[1 + 2 * i] = reinterpret_cast<uintptr_t>(pieces_.src[i]);
+    mine[2 + 2 * i] = reinterpret_cast<uintptr_t>(pieces_.acc[i]);
   }
-  return left_bufs_.acc + off * es;
+  Transfer t[2] = {Transfer::send(right_, mine.data(), mine.size() * 8),
+                   Transfer::recv(left_, theirs.data(), 8)};
+  ctx_.progress.finish(t, 2);
+  if (theirs[0] != n) {
+    CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring out of step: rank ", left_rank_,
+                 " has ", theirs[0], " buffers, this rank ", n, " (different calls?)");
+  }
+  t[1] = Transfer::recv(left_, theirs.data() + 1, 2 * n * 8);
+  ctx_.progress.finish(&t[1], 1);
+  pieces_.peer_src.resize(n);
+  pieces_.peer_acc.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    pieces_.peer_src[i] = theirs[1 + 2 * i];
+    pieces_.peer_acc[i] = theirs[2 + 2 * i];
+  }
+}
+
+void PullRing::collect(size_t from, size_t bytes, bool peer_src, char* local) {
+  const std::vector<uint64_t>& remote = peer_src ? pieces_.peer_src : pieces_.peer_acc;
+  for (size_t x = from, end = from + bytes; x < end;) {
+    size_t i = pieces_.find(x);
+    size_t in = x - pieces_.start[i], n = std::min(end, pieces_.start[i + 1]) - x;
+    char* to = local ? local + (x - from) : pieces_.acc[i] + in;
+    copies_.push_back(PeerCopy{to, remote[i] + in, n});
+    x += n;
+  }
+}
+
+char* PullRing::dest_at(size_t x, bool final) const {
+  if (final && s_.parts == nullptr) return s_.own_out + (x - s_.seg_off[lay_.r] * lay_.es);
+  size_t i = pieces_.find(x);
+  return pieces_.acc[i] + (x - pieces_.start[i]);
+}
+
+// Reduces [from, from + bytes) of the left's buffer into this rank's, a block at a time:
+// dest = op(own input, the left's src (step 0) or acc).
+void PullRing::pull_reduced(size_t from, size_t bytes, bool final, bool from_input) {
+  char* block = ctx_.ws.incoming.get(kBlockBytes);
+  size_t es = lay_.es;
+  for (size_t b = from, end = from + bytes; b < end; b += kBlockBytes) {
+    size_t n = std::min(kBlockBytes, end - b);  // whole elements: kBlockBytes % 8 == 0
+    copies_.clear();
+    collect(b, n, from_input, block);
+    left_.read_peer_memory(copies_.data(), copies_.size());
+    // Piece by piece: the input and the destination may break at different bytes.
+    for (size_t x = b; x < b + n;) {
+      size_t i = pieces_.find(x);
+      size_t len = std::min(b + n, pieces_.start[i + 1]) - x;
+      char* dest = dest_at(x, final);
+      reduce_pair(s_.type, s_.op, dest, pieces_.src[i] + (x - pieces_.start[i]), block + (x - b),
+                  len / es);
+      if (final && s_.divisor > 1) divide(s_.type, dest, len / es, s_.divisor);
+      x += len;
+    }
+  }
 }
 
 void PullRing::pull(size_t u) {
   size_t step = u / lay_.k, off, cnt;
   lay_.chunk(lay_.recv_segment(step), u % lay_.k, &off, &cnt);
-  size_t es = lay_.es, bytes = cnt * es;
-  uintptr_t remote = remote_address(step, off);
-  if (step >= lay_.rs_steps) {
-    left_.read_peer_memory(s_.acc + off * es, remote, bytes);
-    return;
+  size_t from = off * lay_.es, bytes = cnt * lay_.es;
+  if (step < lay_.rs_steps) {
+    return pull_reduced(from, bytes, step + 1 == lay_.rs_steps, step == 0);
   }
-  bool final = step + 1 == lay_.rs_steps;
-  char* dest = final ? s_.own_out + (off - s_.seg_off[lay_.r]) * es : s_.acc + off * es;
-  const char* in = s_.src + off * es;
-  char* block = ctx_.ws.incoming.get(kBlockBytes);
-  for (size_t b = 0; b < bytes; b += kBlockBytes) {
-    size_t n = std::min(kBlockBytes, bytes - b);  // whole elements: kBlockBytes % 8 == 0
-    left_.read_peer_memory(block, remote + b, n);
-    reduce_pair(s_.type, s_.op, dest + b, in + b, block, n / es);
-    if (final && s_.divisor > 1) divide(s_.type, dest + b, n / es, s_.divisor);
-  }
+  // Allgather: the left's finished bytes, from its acc (its own segment is there too: every
+  // ring with an allgather has own_out inside acc) straight into ours.
+  copies_.clear();
+  collect(from, bytes, false, nullptr);
+  left_.read_peer_memory(copies_.data(), copies_.size());
 }
 
 void PullRing::run() {

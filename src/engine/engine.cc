@@ -66,6 +66,7 @@ EngineStats Counters::snapshot() const {
   s.cache_invalidations = cache_invalidations.load();
   s.collectives = collectives.load();
   s.fused_tensors = fused_tensors.load();
+  s.fused_in_place = fused_in_place.load();
   s.stall_warnings = stall_warnings.load();
   return s;
 }

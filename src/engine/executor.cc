@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "chorus/error.h"
@@ -76,12 +77,12 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
                                                   std::vector<bool>& taken) const {
   std::vector<const Response*> group{&plan[first]};
   taken[first] = true;
-  size_t bytes = plan[first].agreed.bytes();
+  size_t bytes = plan[first].agreed.bytes(), limit = group_limit();
   if (!worth_fusing(bytes)) return group;
   for (size_t j = first + 1; j < plan.size(); ++j) {
     if (taken[j] || !fusible(plan[first], plan[j])) continue;
     size_t b = plan[j].agreed.bytes();
-    if (!worth_fusing(b) || bytes + b > options_.fusion_threshold) continue;
+    if (!worth_fusing(b) || bytes + b > limit) continue;
     bytes += b;
     taken[j] = true;
     group.push_back(&plan[j]);
@@ -92,7 +93,19 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
 // A tensor of at least a quarter of the threshold already amortises a collective's fixed
 // cost about as well as a quarter-full buffer; copying it in and out would cost more
 // (two memory passes) than its own collective saves, so it runs in place.
-bool Executor::worth_fusing(size_t bytes) const { return bytes < options_.fusion_threshold / 4; }
+// With single copy nothing is copied into a fusion buffer, so every tensor that fits is
+// worth grouping.
+bool Executor::worth_fusing(size_t bytes) const {
+  return bytes < options_.fusion_threshold / 4 || comm_.single_copy();
+}
+
+// Without a buffer to fill (single copy), a group costs no copies and no memory, so it may
+// be as large as Horovod's buffers: fewer, larger collectives (docs/engine.md). A threshold
+// of 0 still turns fusion off.
+size_t Executor::group_limit() const {
+  size_t t = options_.fusion_threshold;
+  return comm_.single_copy() && t > 0 ? std::max(t, kInPlaceGroupBytes) : t;
+}
 
 // The communicator averages over every rank, dividing as it writes the result; the engine
 // lets it when every rank contributed and no postscale follows, which saves a pass over
@@ -160,8 +173,35 @@ void Executor::allreduce_one(const Response& r, LocalOp* op) {
   trace(r, op, collective_phase(a.op), t0, Clock::now());
 }
 
+bool Executor::reducible_in_place(const std::vector<const Response*>& group,
+                                  const std::vector<LocalOp*>& ops) const {
+  const Response& r = *group[0];  // fusible(): the same for the whole group
+  bool plain = r.agreed.prescale == 1.0 &&
+               (averaged_by_comm(r) ||
+                (r.agreed.reduce != ReduceOp::kAverage && r.agreed.postscale == 1.0));
+  return plain && comm_.single_copy() &&
+         std::all_of(ops.begin(), ops.end(), [](const LocalOp* op) { return op != nullptr; });
+}
+
+void Executor::allreduce_parts(const std::vector<const Response*>& group,
+                               const std::vector<LocalOp*>& ops) {
+  auto t0 = Clock::now();
+  parts_.clear();
+  for (size_t i = 0; i < group.size(); ++i) {
+    trace(*group[i], ops[i], nullptr, t0, t0);
+    parts_.push_back({ops[i]->input, ops[i]->output, static_cast<size_t>(group[i]->agreed.elements())});
+  }
+  comm_.allreduce(parts_, group[0]->agreed.dtype, comm_op(*group[0]));
+  auto t1 = Clock::now();
+  for (size_t i = 0; i < group.size(); ++i) trace(*group[i], ops[i], "ALLREDUCE", t0, t1);
+  shared_.counters.collectives++;
+  shared_.counters.fused_tensors += group.size();
+  shared_.counters.fused_in_place += group.size();
+}
+
 void Executor::allreduce_fused(const std::vector<const Response*>& group,
                                const std::vector<LocalOp*>& ops) {
+  if (reducible_in_place(group, ops)) return allreduce_parts(group, ops);
   const Request& a = group[0]->agreed;
   size_t es = dtype_size(a.dtype), total = 0;
   for (const Response* r : group) total += r->agreed.bytes();

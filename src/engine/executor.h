@@ -1,6 +1,8 @@
 // Runs an agreed plan on the communicator, in plan order on every rank: allreduces are
-// grouped (same dtype, reduce op and scale factors, up to the fusion threshold) and run
-// through the persistent fusion buffer as one collective; other ops run one by one.
+// grouped (same dtype, reduce op and scale factors, up to the fusion threshold) and run as
+// one collective: over the tensors where they lie when the communicator reads peers'
+// memory directly (single copy), else through the persistent fusion buffer; other ops run
+// one by one.
 // A rank without a local op for a response (it joined) contributes zeros / no rows.
 //
 // Exceptions from the communicator propagate to the caller (the loop stops the engine).
@@ -36,8 +38,15 @@ class Executor {
   std::vector<const Response*> take_group(const std::vector<Response>& plan, size_t first,
                                           std::vector<bool>& taken) const;
   bool worth_fusing(size_t bytes) const;
+  size_t group_limit() const;  // the most bytes of one group
+  static constexpr size_t kInPlaceGroupBytes = size_t{64} << 20;
   void allreduce_one(const Response& r, LocalOp* op);
   void allreduce_fused(const std::vector<const Response*>& group, const std::vector<LocalOp*>& ops);
+  // A group whose results need no work after the reduction, with every op here: reduced by
+  // the communicator where the tensors lie (Communicator::allreduce over parts).
+  bool reducible_in_place(const std::vector<const Response*>& group,
+                          const std::vector<LocalOp*>& ops) const;
+  void allreduce_parts(const std::vector<const Response*>& group, const std::vector<LocalOp*>& ops);
   void run_other(const Response& r, LocalOp* op);
   void allgather(const Response& r, LocalOp* op);
   void broadcast(const Response& r, LocalOp* op);
@@ -60,6 +69,7 @@ class Executor {
   Clock::time_point planned_;
   std::vector<uint8_t> fusion_;   // persistent fusion buffer, grown up to the threshold
   std::vector<uint8_t> scratch_;  // zeros / receive space for ranks without a local op
+  std::vector<BufferPart> parts_;
 };
 
 }  // namespace chorus::engine

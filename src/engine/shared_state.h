@@ -25,6 +25,7 @@ struct Counters {
   std::atomic<uint64_t> cache_invalidations{0};
   std::atomic<uint64_t> collectives{0};
   std::atomic<uint64_t> fused_tensors{0};
+  std::atomic<uint64_t> fused_in_place{0};
   std::atomic<uint64_t> stall_warnings{0};
 
   EngineStats snapshot() const;

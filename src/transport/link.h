@@ -15,6 +15,13 @@
 
 namespace chorus::transport {
 
+// One piece of a single-copy read (Link::read_peer_memory).
+struct PeerCopy {
+  char* local;
+  uintptr_t remote;  // an address in the peer's process
+  size_t len;
+};
+
 class Link {
  public:
   explicit Link(int peer) : peer_(peer) {}
@@ -66,13 +73,12 @@ class Link {
   // process_vm_readv: same user, no Yama/seccomp refusal). Only valid once the peer's end of
   // the link exists (after any exchange with it); the answer may be cached. Never throws.
   virtual bool probe_peer_memory() { return false; }
-  // Copies n bytes at address `remote` of the peer's process to `local`. Throws IoError when
-  // the read fails or comes up short (the peer died, or a bad address).
+  // Copies each piece's `len` bytes at address `remote` of the peer's process to `local`.
+  // Throws IoError when a read fails or comes up short (the peer died, or a bad address).
   // REQUIRES: probe_peer_memory() returned true.
-  virtual void read_peer_memory(void* local, uintptr_t remote, size_t n) {
-    (void)local;
-    (void)remote;
-    CHORUS_THROW(IoError, "reading ", n, " bytes of the peer's memory over ", describe(),
+  virtual void read_peer_memory(const PeerCopy* pieces, size_t n) {
+    (void)pieces;
+    CHORUS_THROW(IoError, "reading ", n, " pieces of the peer's memory over ", describe(),
                  ": this link cannot");
   }
 

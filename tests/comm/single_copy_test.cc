@@ -1,8 +1,8 @@
 // The single-copy ring (ranks read each other's buffers with process_vm_readv): over shm,
 // with ranks as threads of this process (which may always read its own memory), its
 // results must be bit for bit those of the byte stream through the rings, for allreduce,
-// allgatherv and reduce_scatter, in and out of place, with several units per segment; and
-// it must be chosen only where it applies. Cross-process use and a rank killed in the
+// allgatherv and reduce_scatter, in and out of place, with several units per segment, and
+// for an allreduce over many buffers (parts); and it must be chosen only where it applies. Cross-process use and a rank killed in the
 // middle of it are in fault_test.cc.
 #include <gtest/gtest.h>
 
@@ -161,6 +161,79 @@ TEST_P(SingleCopyTest, AllgathervAndReduceScatterAreBitForBitTheStream) {
       }
     }
   }
+}
+
+// A multi-buffer allreduce equals the allreduce of the concatenation, bit for bit: read
+// where the parts lie (single copy) and staged through one buffer (not). Parts of every
+// size including none, some in place; one part has an odd element count.
+TEST_P(SingleCopyTest, PartsAreTheConcatenationBitForBit) {
+  const size_t counts[] = {300, 0, 1 << 18, 5, 0, 700001, 1, 1 << 17, 64};
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    SCOPED_TRACE(reduce_op_name(op));
+    auto inputs = random_inputs(DataType::kFloat32, op, total, 21 + static_cast<int>(op));
+    // The reference: one contiguous allreduce (the ring, as the parts get with single copy).
+    std::vector<std::vector<char>> flat = inputs;
+    on_->run([&](int r, Communicator& comm) {
+      comm.allreduce(flat[r].data(), flat[r].data(), total, DataType::kFloat32, op);
+    });
+    for (Group* group : {on_.get(), off_.get()}) {
+      SCOPED_TRACE(group == on_.get() ? "single copy" : "staged");
+      std::vector<std::vector<char>> in = inputs, out(p(), std::vector<char>(total * 4, 0x5a));
+      group->run([&](int r, Communicator& comm) {
+        std::vector<BufferPart> parts;
+        size_t at = 0, i = 0;
+        for (size_t c : counts) {
+          bool in_place = (i++ % 3) == 0;
+          char* recv = (in_place ? in[r].data() : out[r].data()) + at * 4;
+          parts.push_back({in[r].data() + at * 4, recv, c});
+          at += c;
+        }
+        comm.allreduce(parts, DataType::kFloat32, op);
+      });
+      for (int r = 0; r < p(); ++r) {
+        size_t at = 0, i = 0;
+        for (size_t c : counts) {
+          const char* got = ((i++ % 3) == 0 ? in[r].data() : out[r].data()) + at * 4;
+          ASSERT_EQ(std::memcmp(got, flat[r].data() + at * 4, c * 4), 0)
+              << "rank " << r << ", part " << i - 1;
+          at += c;
+        }
+      }
+    }
+  }
+}
+
+TEST(SingleCopyParts, BadPartsAreInvalidArguments) {
+  auto group = shm_group(2, true);
+  float x = 1.0f;
+  std::vector<BufferPart> parts = {{&x, &x, 1}, {nullptr, &x, 3}};
+  try {
+    (*group)[0].allreduce(parts, DataType::kFloat32, ReduceOp::kSum);
+    ADD_FAILURE() << "a null part was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce: a part's send is null with 3 elements"),
+              std::string::npos)
+        << e.what();
+  }
+  parts = {{&x, &x, SIZE_MAX / 4}, {&x, &x, 2}};  // more bytes than size_t holds
+  try {
+    (*group)[0].allreduce(parts, DataType::kFloat32, ReduceOp::kSum);
+    ADD_FAILURE() << "overflowing parts were accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce: the parts' counts overflow"),
+              std::string::npos)
+        << e.what();
+  }
+  // Nothing was sent: the group still works.
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  group->run([&](int r, Communicator& comm) {
+    std::vector<BufferPart> one = {{(r ? b : a).data(), (r ? b : a).data(), 8}};
+    comm.allreduce(one, DataType::kFloat32, ReduceOp::kSum);
+  });
+  EXPECT_EQ(a[7], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, SingleCopyTest, ::testing::Values(2, 3, 5),

@@ -29,8 +29,9 @@ constexpr std::chrono::milliseconds kWait{20000};
 
 class EngineGroup {
  public:
-  explicit EngineGroup(int size, EngineOptions options = test_options())
-      : comms_(Transport::kTcp, size) {
+  explicit EngineGroup(int size, EngineOptions options = test_options(),
+                       Transport transport = Transport::kTcp)
+      : comms_(transport, size) {
     start(options);
   }
   ~EngineGroup() { stop(); }
@@ -48,6 +49,7 @@ class EngineGroup {
   }
 
   int size() const { return comms_.size(); }
+  Communicator& comm(int r) { return comms_[r]; }
   Engine& operator[](int r) { return *engines_[r]; }
   void run(const std::function<void(int, Engine&)>& fn) {
     run_ranks(size(), [&](int r) { fn(r, *engines_[r]); });

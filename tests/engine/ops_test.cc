@@ -54,6 +54,16 @@ void check_sums(const Tensors& t, int size) {
   }
 }
 
+// check_sums, for tensors from make_tensors plus a last one of rank r's 1 + r everywhere.
+void check_sums_with_big(const Tensors& t, int size) {
+  Tensors small = t;
+  small.in.pop_back();
+  small.out.pop_back();
+  check_sums(small, size);
+  float want = static_cast<float>(size * (size + 1) / 2);
+  for (float x : t.out.back()) ASSERT_EQ(x, want);
+}
+
 TEST(EngineOps, DifferentOrdersAgree) {
   EngineGroup g(3);
   g.run([&](int r, Engine& e) {
@@ -93,6 +103,52 @@ TEST(EngineOps, FusionOnAndOffGiveIdenticalResults) {
     }
   }
   ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(results[0][i].data(), results[1][i].data(),
+                             results[0][i].size() * sizeof(float)))
+        << "tensor " << i;
+  }
+}
+
+// Over shm with single copy, a group is reduced where its tensors lie (no fusion buffer)
+// and may hold tensors of up to 64 MiB together, large ones included: the sums are exact,
+// and fusion on and off agree bit for bit for an average.
+TEST(EngineOps, SingleCopyGroupsReduceTensorsWhereTheyLie) {
+  std::vector<std::vector<std::vector<float>>> results(2);
+  for (int fused = 0; fused < 2; ++fused) {
+    EngineOptions o = test_options();
+    o.fusion_threshold = fused ? size_t{4} << 20 : 0;
+    EngineGroup g(2, o, Transport::kShm);
+    g.run([&](int r, Engine& e) {
+      // 1 MiB first: the ranks agree on single copy.
+      std::vector<float> big(1 << 18, 1.0f);
+      e.allreduce("big", big.data(), big.data(), DataType::kFloat32, {1 << 18}).wait(kWait);
+      ASSERT_EQ(big[0], 2.0f);
+      ASSERT_TRUE(g.comm(r).single_copy());
+      Tensors t = make_tensors(r, 24);
+      t.sizes.push_back(3 << 18);  // 3 MiB: alone in place before, grouped now
+      t.in.emplace_back(3 << 18, 1.0f + r);
+      t.out.emplace_back(3 << 18, -1.0f);
+      allreduce_step(e, r, t, 5);
+      check_sums_with_big(t, 2);
+      std::vector<Handle> hs;
+      for (size_t i = 0; i < t.in.size(); ++i) {
+        for (auto& x : t.in[i]) x = x / 3.f + 0.1f * static_cast<float>(r);  // inexact
+        hs.push_back(e.allreduce("a" + std::to_string(i), t.in[i].data(), t.out[i].data(),
+                                 DataType::kFloat32, {t.sizes[i]}, ReduceOp::kAverage));
+      }
+      for (auto& h : hs) h.wait(kWait);
+      if (r == 0) results[fused] = t.out;
+    });
+    auto s = g[0].stats();
+    if (fused) {
+      // Every group (all after the agreement) was reduced where its tensors lie.
+      EXPECT_GE(s.fused_tensors, 2u);
+      EXPECT_EQ(s.fused_in_place, s.fused_tensors);
+    } else {
+      EXPECT_EQ(s.fused_tensors, 0u);
+    }
+  }
   for (size_t i = 0; i < results[0].size(); ++i) {
     ASSERT_EQ(0, std::memcmp(results[0][i].data(), results[1][i].data(),
                              results[0][i].size() * sizeof(float)))

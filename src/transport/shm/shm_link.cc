@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -45,22 +46,35 @@ bool ShmLink::probe_peer_memory() {
   return peer_readable_ == 1;
 }
 
-void ShmLink::read_peer_memory(void* local, uintptr_t remote, size_t n) {
-  char* to = static_cast<char*>(local);
+// As many pieces per system call as the kernel takes (IOV_MAX); a short count means a
+// piece faulted part way, and the rest is retried from there so that the error names it.
+void ShmLink::read_peer_memory(const PeerCopy* pieces, size_t n) {
+  constexpr size_t kMaxPieces = 1024;  // IOV_MAX on Linux
+  iovec local[kMaxPieces], remote[kMaxPieces];
   while (n > 0) {
     if (broken()) throw_broken("single-copy read");
-    iovec l{to, n};
-    iovec r{reinterpret_cast<void*>(remote), n};
-    ssize_t got = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
+    size_t batch = std::min(n, kMaxPieces), want = 0;
+    for (size_t i = 0; i < batch; ++i) {
+      local[i] = {pieces[i].local, pieces[i].len};
+      remote[i] = {reinterpret_cast<void*>(pieces[i].remote), pieces[i].len};
+      want += pieces[i].len;
+    }
+    ssize_t got = ::process_vm_readv(peer_pid_, local, batch, remote, batch, 0);
+    if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      if (got < 0 && errno == EINTR) continue;
       const char* why = got == 0 ? "nothing was read" : std::strerror(errno);
-      CHORUS_THROW(IoError, "rank ", rank_, ": reading ", n, " bytes of the peer's memory over ",
+      CHORUS_THROW(IoError, "rank ", rank_, ": reading ", want, " bytes of the peer's memory over ",
                    describe(), " failed: ", why);
     }
-    to += got;
-    remote += static_cast<uintptr_t>(got);
-    n -= static_cast<size_t>(got);
+    if (static_cast<size_t>(got) < want) {  // finish the piece it stopped in, then go on
+      size_t left = static_cast<size_t>(got), i = 0;
+      while (i + 1 < batch && left >= pieces[i].len) left -= pieces[i++].len;
+      PeerCopy rest{pieces[i].local + left, pieces[i].remote + left, pieces[i].len - left};
+      read_peer_memory(&rest, 1);
+      batch = i + 1;
+    }
+    pieces += batch;
+    n -= batch;
   }
 }
 

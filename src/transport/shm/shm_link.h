@@ -42,7 +42,7 @@ class ShmLink : public Link {
   }
   void consume_recv(size_t n) override { reader_.consume(n); }
   bool probe_peer_memory() override;
-  void read_peer_memory(void* local, uintptr_t remote, size_t n) override;
+  void read_peer_memory(const PeerCopy* pieces, size_t n) override;
   int poll_fd() const override { return -1; }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
