@@ -4,7 +4,10 @@
 // average in place, as DistributedOptimizer does with gradients.
 //
 //   chorusrun -np 2 -- engine_bench [--steps 20] [--warmup 3] [--rounds 3]
-//                                   [--modes flat,fused,off]
+//                                   [--modes flat,fused,off,parts]
+//
+// "parts" (not run by default) times Communicator::allreduce over the 161 tensors as parts,
+// without the engine: the collective the engine's groups use under single copy.
 //
 // Modes are interleaved round by round (flat, fused, unfused, ...) so that a noisy machine
 // affects them alike; each reports the median step time over all its timed steps.
@@ -93,6 +96,14 @@ double flat_step(chorus::Communicator& c, std::vector<float>& flat) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+double parts_step(chorus::Communicator& c, Tensors& t) {
+  std::vector<chorus::BufferPart> parts;
+  for (auto& v : t) parts.push_back({v.data(), v.data(), v.size()});
+  auto t0 = Clock::now();
+  c.allreduce(parts, DataType::kFloat32, chorus::ReduceOp::kAverage);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -135,7 +146,7 @@ int main(int argc, char** argv) try {
     b.emplace_back(n, static_cast<float>(comm.rank() + 1));
   }
   std::vector<float> flat(total, 1.f);
-  std::vector<double> t_flat, t_fused, t_unfused;
+  std::vector<double> t_flat, t_fused, t_unfused, t_parts;
   const size_t fused_threshold = chorus::EngineOptions::from_env().fusion_threshold;
   for (int round = 0; round < a.rounds; ++round) {
     if (a.modes.find("flat") != std::string::npos) {
@@ -150,6 +161,11 @@ int main(int argc, char** argv) try {
       engine_round(comm, 0, a, b, sizes, t_unfused);
       check_average(b, comm.size());
     }
+    if (a.modes.find("parts") != std::string::npos) {
+      for (int i = 0; i < a.warmup; ++i) parts_step(comm, b);
+      for (int i = 0; i < a.steps; ++i) t_parts.push_back(parts_step(comm, b));
+      check_average(b, comm.size());
+    }
   }
   if (comm.rank() == 0) {
     double f = median(t_flat), fu = median(t_fused), un = median(t_unfused);
@@ -162,6 +178,10 @@ int main(int argc, char** argv) try {
     std::printf("  engine fused (%zu MiB) %8.2f ms  %.3fx flat\n", fused_threshold >> 20, fu * 1e3,
                 fu / f);
     std::printf("  engine fusion off     %8.2f ms  %.3fx flat\n", un * 1e3, un / f);
+    if (!t_parts.empty()) {
+      double pa = median(t_parts);
+      std::printf("  parts, no engine      %8.2f ms  %.3fx flat\n", pa * 1e3, pa / f);
+    }
   }
   return 0;
 } catch (const std::exception& e) {
