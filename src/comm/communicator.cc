@@ -6,8 +6,8 @@
 
 #include "chorus/error.h"
 #include "comm/algorithms.h"
-#include "comm/ring.h"
 #include "comm/communicator_impl.h"
+#include "comm/ring.h"
 #include "util/deadline.h"
 
 namespace chorus {
@@ -53,6 +53,25 @@ void run_allreduce(comm::Context& ctx, AllreduceAlgorithm algo, const void* send
       return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
     default:
       return comm::allreduce_ring(ctx, send, recv, count, type, op);
+  }
+}
+
+// A multi-buffer allreduce without single copy: the parts packed into one buffer.
+void allreduce_staged(comm::Context& ctx, AllreduceAlgorithm algo,
+                      const std::vector<BufferPart>& parts, size_t total, DataType type,
+                      ReduceOp op) {
+  size_t es = dtype_size(type);
+  char* staged = ctx.ws.staging.get(total * es);
+  size_t at = 0;
+  for (const BufferPart& part : parts) {
+    if (part.count > 0) std::memcpy(staged + at, part.send, part.count * es);
+    at += part.count * es;
+  }
+  run_allreduce(ctx, algo, staged, staged, total, type, op);
+  at = 0;
+  for (const BufferPart& part : parts) {
+    if (part.count > 0) std::memcpy(part.recv, staged + at, part.count * es);
+    at += part.count * es;
   }
 }
 
@@ -175,7 +194,9 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
   if (total == 0) return;
   if (size() == 1) {
     for (const BufferPart& part : parts) {
-      if (part.send != part.recv) std::memcpy(part.recv, part.send, part.count * es);
+      if (part.count > 0 && part.send != part.recv) {
+        std::memcpy(part.recv, part.send, part.count * es);
+      }
     }
     return;
   }
@@ -188,17 +209,7 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
       return comm::allreduce_ring_parts(ctx, parts, total, type, op);
     }
     info.algorithm = allreduce_algorithm_name(algo);
-    char* staged = ctx.ws.staging.get(total * es);
-    for (const BufferPart& part : parts) {
-      if (part.count > 0) std::memcpy(staged, part.send, part.count * es);
-      staged += part.count * es;
-    }
-    staged = ctx.ws.staging.get(total * es);
-    run_allreduce(ctx, algo, staged, staged, total, type, op);
-    for (const BufferPart& part : parts) {
-      if (part.count > 0) std::memcpy(part.recv, staged, part.count * es);
-      staged += part.count * es;
-    }
+    allreduce_staged(ctx, algo, parts, total, type, op);
   });
 }
 
