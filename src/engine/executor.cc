@@ -189,7 +189,8 @@ void Executor::allreduce_parts(const std::vector<const Response*>& group,
   parts_.clear();
   for (size_t i = 0; i < group.size(); ++i) {
     trace(*group[i], ops[i], nullptr, t0, t0);
-    parts_.push_back({ops[i]->input, ops[i]->output, static_cast<size_t>(group[i]->agreed.elements())});
+    auto count = static_cast<size_t>(group[i]->agreed.elements());
+    parts_.push_back({ops[i]->input, ops[i]->output, count});
   }
   comm_.allreduce(parts_, group[0]->agreed.dtype, comm_op(*group[0]));
   auto t1 = Clock::now();

@@ -2,8 +2,8 @@
 // with ranks as threads of this process (which may always read its own memory), its
 // results must be bit for bit those of the byte stream through the rings, for allreduce,
 // allgatherv and reduce_scatter, in and out of place, with several units per segment, and
-// for an allreduce over many buffers (parts); and it must be chosen only where it applies. Cross-process use and a rank killed in the
-// middle of it are in fault_test.cc.
+// for an allreduce over many buffers (parts); and it must be chosen only where it applies.
+// Cross-process use and a rank killed in the middle of it are in fault_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
