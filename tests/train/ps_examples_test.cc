@@ -135,7 +135,10 @@ TEST(PsExamplesTest, EveryUpdateModeConvergesLikeSynchronousAllreduce) {
     const double accuracy = ps_accuracy(dir.path(), mode, num_ps, epochs);
     std::printf("val_accuracy after %d epochs: allreduce %.4f, ps %s (%d ps) %.4f\n", epochs, reference,
                 mode.c_str(), num_ps, accuracy);
-    EXPECT_GT(accuracy, reference - 0.02) << mode;
+    // sync is deterministic; async and ssp depend on timing: async with 1 ps gave 0.8206 to
+    // 0.8486 against allreduce's 0.8430 over runs on 2026-11-22 (docs/ps.md).
+    const double tolerance = mode == "sync" ? 0.02 : 0.035;
+    EXPECT_GT(accuracy, reference - tolerance) << mode;
   }
 }
 
