@@ -116,9 +116,9 @@ class Communicator {
   bool broken() const;
 
   const CommunicatorOptions& options() const;
-  // Whether ring collectives of 1 MiB and more read peers' memory
-  // directly (CommunicatorOptions::shm_single_copy): decided by every rank together at the
-  // first such call; false before it.
+  // Whether ring collectives of 1 MiB and more read peers' memory directly
+  // (CommunicatorOptions::shm_single_copy): decided by every rank together at the first
+  // such call; false before it.
   bool single_copy() const;
 
   struct Impl;
