@@ -145,7 +145,7 @@ void PullRing::pull_reduced(size_t from, size_t bytes, bool final, bool from_inp
     size_t n = std::min(kBlockBytes, end - b);  // whole elements: kBlockBytes % 8 == 0
     copies_.clear();
     collect(b, n, from_input, block);
-    left_.read_peer_memory(copies_.data(), copies_.size());
+    ctx_.progress.read_peer_memory(left_, copies_.data(), copies_.size());
     // Piece by piece: the input and the destination may break at different bytes.
     for (size_t x = b; x < b + n;) {
       size_t i = pieces_.find(x);
@@ -170,7 +170,7 @@ void PullRing::pull(size_t u) {
   // ring with an allgather has own_out inside acc) straight into ours.
   copies_.clear();
   collect(from, bytes, false, nullptr);
-  left_.read_peer_memory(copies_.data(), copies_.size());
+  ctx_.progress.read_peer_memory(left_, copies_.data(), copies_.size());
 }
 
 void PullRing::run() {

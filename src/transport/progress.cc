@@ -69,6 +69,14 @@ const char* Progress::peek_recv(Transfer& t, size_t* available) {
   }
 }
 
+void Progress::read_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
+  try {
+    link.read_peer_memory(pieces, n);
+  } catch (const IoError& e) {
+    throw IoError(what() + ": " + e.what());
+  }
+}
+
 void Progress::consume_recv(Transfer& t, size_t n) {
   t.link->consume_recv(n);
   t.done += n;

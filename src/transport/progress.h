@@ -52,6 +52,9 @@ class Progress {
   const char* peek_recv(Transfer& t, size_t* available);
   void consume_recv(Transfer& t, size_t n);
 
+  // Link::read_peer_memory with the same error reporting as poll().
+  void read_peer_memory(Link& link, const PeerCopy* pieces, size_t n);
+
   // Called when poll() moved nothing: waits for a chance of progress, following the
   // backoff above. Throws TimeoutError when the deadline has passed.
   void idle(Transfer* transfers, size_t n);
