@@ -83,7 +83,8 @@ struct EngineStats {
   uint64_t cache_invalidations = 0;  // cache entries dropped (metadata changed, eviction, stall)
   uint64_t collectives = 0;          // data collectives run (a fused batch counts once)
   uint64_t fused_tensors = 0;        // tensors reduced in a group of several
-  uint64_t fused_in_place = 0;       // of those, reduced where they lie (single copy, no buffer)
+  uint64_t fused_in_place = 0;       // of those, handed to the communicator where they lie
+                                     // (single copy; it packs groups under 1 MiB itself)
   uint64_t stall_warnings = 0;       // warnings logged by the stall inspector
 };
 

@@ -77,12 +77,13 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
                                                   std::vector<bool>& taken) const {
   std::vector<const Response*> group{&plan[first]};
   taken[first] = true;
-  size_t bytes = plan[first].agreed.bytes(), limit = group_limit();
-  if (!worth_fusing(bytes)) return group;
+  bool in_place = in_place_group(plan[first]);
+  size_t bytes = plan[first].agreed.bytes(), limit = group_limit(in_place);
+  if (!worth_fusing(bytes, in_place)) return group;
   for (size_t j = first + 1; j < plan.size(); ++j) {
     if (taken[j] || !fusible(plan[first], plan[j])) continue;
     size_t b = plan[j].agreed.bytes();
-    if (!worth_fusing(b) || bytes + b > limit) continue;
+    if (!worth_fusing(b, in_place) || bytes + b > limit) continue;
     bytes += b;
     taken[j] = true;
     group.push_back(&plan[j]);
@@ -93,18 +94,26 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
 // A tensor of at least a quarter of the threshold already amortises a collective's fixed
 // cost about as well as a quarter-full buffer; copying it in and out would cost more
 // (two memory passes) than its own collective saves, so it runs in place.
-// With single copy nothing is copied into a fusion buffer, so every tensor that fits is
-// worth grouping.
-bool Executor::worth_fusing(size_t bytes) const {
-  return bytes < options_.fusion_threshold / 4 || comm_.single_copy();
+// A group reduced in place copies nothing, so every tensor that fits is worth grouping.
+bool Executor::worth_fusing(size_t bytes, bool in_place) const {
+  return in_place || bytes < options_.fusion_threshold / 4;
 }
 
-// Without a buffer to fill (single copy), a group costs no copies and no memory, so it may
-// be as large as Horovod's buffers: fewer, larger collectives (docs/engine.md). A threshold
-// of 0 still turns fusion off.
-size_t Executor::group_limit() const {
+// Without a buffer to fill, a group costs no copies and no memory, so it may be as large
+// as Horovod's buffers: fewer, larger collectives (docs/engine.md). A threshold of 0 still
+// turns fusion off.
+size_t Executor::group_limit(bool in_place) const {
   size_t t = options_.fusion_threshold;
-  return comm_.single_copy() && t > 0 ? std::max(t, kInPlaceGroupBytes) : t;
+  return in_place && t > 0 ? std::max(t, kInPlaceGroupBytes) : t;
+}
+
+// Single copy, and results that need no work after the reduction. Only agreed data decides
+// (not whether this rank has the ops), so every rank runs the same collective.
+bool Executor::in_place_group(const Response& first) const {
+  const Request& a = first.agreed;
+  bool plain = a.prescale == 1.0 && (averaged_by_comm(first) ||
+                                     (a.reduce != ReduceOp::kAverage && a.postscale == 1.0));
+  return plain && comm_.single_copy();
 }
 
 // The communicator averages over every rank, dividing as it writes the result; the engine
@@ -173,24 +182,24 @@ void Executor::allreduce_one(const Response& r, LocalOp* op) {
   trace(r, op, collective_phase(a.op), t0, Clock::now());
 }
 
-bool Executor::reducible_in_place(const std::vector<const Response*>& group,
-                                  const std::vector<LocalOp*>& ops) const {
-  const Response& r = *group[0];  // fusible(): the same for the whole group
-  bool plain = r.agreed.prescale == 1.0 &&
-               (averaged_by_comm(r) ||
-                (r.agreed.reduce != ReduceOp::kAverage && r.agreed.postscale == 1.0));
-  return plain && comm_.single_copy() &&
-         std::all_of(ops.begin(), ops.end(), [](const LocalOp* op) { return op != nullptr; });
-}
-
+// A rank without the op (it joined) lends zeros from scratch, a region per tensor: the
+// peers read each region's result back while the ring runs.
 void Executor::allreduce_parts(const std::vector<const Response*>& group,
                                const std::vector<LocalOp*>& ops) {
   auto t0 = Clock::now();
+  size_t missing = 0;
+  for (size_t i = 0; i < group.size(); ++i) missing += ops[i] ? 0 : group[i]->agreed.bytes();
+  char* zeros = missing > 0 ? static_cast<char*>(scratch(missing)) : nullptr;
   parts_.clear();
   for (size_t i = 0; i < group.size(); ++i) {
     trace(*group[i], ops[i], nullptr, t0, t0);
     auto count = static_cast<size_t>(group[i]->agreed.elements());
-    parts_.push_back({ops[i]->input, ops[i]->output, count});
+    if (ops[i]) {
+      parts_.push_back({ops[i]->input, ops[i]->output, count});
+    } else {
+      parts_.push_back({zeros, zeros, count});
+      zeros += group[i]->agreed.bytes();
+    }
   }
   comm_.allreduce(parts_, group[0]->agreed.dtype, comm_op(*group[0]));
   auto t1 = Clock::now();
@@ -202,7 +211,7 @@ void Executor::allreduce_parts(const std::vector<const Response*>& group,
 
 void Executor::allreduce_fused(const std::vector<const Response*>& group,
                                const std::vector<LocalOp*>& ops) {
-  if (reducible_in_place(group, ops)) return allreduce_parts(group, ops);
+  if (in_place_group(*group[0])) return allreduce_parts(group, ops);
   const Request& a = group[0]->agreed;
   size_t es = dtype_size(a.dtype), total = 0;
   for (const Response* r : group) total += r->agreed.bytes();

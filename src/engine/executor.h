@@ -37,15 +37,14 @@ class Executor {
  private:
   std::vector<const Response*> take_group(const std::vector<Response>& plan, size_t first,
                                           std::vector<bool>& taken) const;
-  bool worth_fusing(size_t bytes) const;
-  size_t group_limit() const;  // the most bytes of one group
+  bool worth_fusing(size_t bytes, bool in_place) const;
+  size_t group_limit(bool in_place) const;  // the most bytes of one group
   static constexpr size_t kInPlaceGroupBytes = size_t{64} << 20;
+  // A group (starting with `first`) reduced by the communicator where its tensors lie
+  // (Communicator::allreduce over parts) instead of through the fusion buffer.
+  bool in_place_group(const Response& first) const;
   void allreduce_one(const Response& r, LocalOp* op);
   void allreduce_fused(const std::vector<const Response*>& group, const std::vector<LocalOp*>& ops);
-  // A group whose results need no work after the reduction, with every op here: reduced by
-  // the communicator where the tensors lie (Communicator::allreduce over parts).
-  bool reducible_in_place(const std::vector<const Response*>& group,
-                          const std::vector<LocalOp*>& ops) const;
   void allreduce_parts(const std::vector<const Response*>& group, const std::vector<LocalOp*>& ops);
   void run_other(const Response& r, LocalOp* op);
   void allgather(const Response& r, LocalOp* op);

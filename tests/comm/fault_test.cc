@@ -76,21 +76,17 @@ bool names_the_allreduce(const Record& r) {
 // the other survivor aborting its links.
 TEST_P(CommFault, KilledRankIsAnIoErrorOnEverySurvivor) {
   auto fault = signal_victim(SIGKILL, std::chrono::seconds(20), milliseconds(5000));
-  for (const Record& r : fault.failures) {
-    EXPECT_STREQ(r.error_type, "IoError") << r.message;
-    EXPECT_TRUE(names_the_allreduce(r)) << r.message;
-    int peer = peer_named(r);
-    EXPECT_TRUE(peer >= 0 && peer < kRanks && peer != r.rank) << r.message;
-  }
+  expect_io_errors_naming_a_peer(fault.failures);
+  for (const Record& r : fault.failures) EXPECT_TRUE(names_the_allreduce(r)) << r.message;
   expect_exits(SIGKILL);
 }
 
 // A stopped rank (ring order 0 -> 1 -> 2 -> 0, rank 1 stopped), as the code behaves:
 // - rank 2 waits to receive from rank 1 and throws TimeoutError at its 1.5 s deadline;
 // - rank 0 waits to receive from rank 2 (or, at the end of a single-copy ring, for rank 1's
-//   "done"): whichever deadline comes first wins. Either rank 2
-//   timed out first and aborted its links, so rank 0 sees IoError from rank 2 (most runs),
-//   or rank 0's own deadline came first: TimeoutError receiving from rank 2.
+//   "done"): whichever deadline comes first wins. Either rank 2 timed out first and
+//   aborted its links, so rank 0 sees IoError from rank 2 (most runs), or rank 0's own
+//   deadline came first: TimeoutError receiving from rank 2 (or rank 1).
 // Both within a few ms of the timeout after the stop; then the stopped rank is killed.
 TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
   const milliseconds timeout(1500);

@@ -287,6 +287,15 @@ inline int peer_named(const Record& r) {
   return std::stoi(m[2]);
 }
 
+// The SIGKILL tests' common check: each survivor failed with IoError naming a peer link.
+inline void expect_io_errors_naming_a_peer(const std::vector<Record>& failures) {
+  for (const Record& r : failures) {
+    EXPECT_STREQ(r.error_type, "IoError") << r.message;
+    int peer = peer_named(r);
+    EXPECT_TRUE(peer >= 0 && peer < kRanks && peer != r.rank) << r.message;
+  }
+}
+
 inline std::string transport_name(const ::testing::TestParamInfo<const char*>& info) {
   return info.param;
 }

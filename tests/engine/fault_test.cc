@@ -97,11 +97,7 @@ class EngineFault : public ForkedRanks {
 TEST_P(EngineFault, KilledRankFailsEverySurvivorsHandlesWithIoError) {
   auto fault = signal_victim(SIGKILL, std::chrono::seconds(20), milliseconds(5000));
   ASSERT_EQ(fault.failures.size(), 2u);
-  for (const Record& r : fault.failures) {
-    EXPECT_STREQ(r.error_type, "IoError") << r.message;
-    int peer = peer_named(r);
-    EXPECT_TRUE(peer >= 0 && peer < kRanks && peer != r.rank) << r.message;
-  }
+  expect_io_errors_naming_a_peer(fault.failures);
   expect_exits(SIGKILL);
 }
 

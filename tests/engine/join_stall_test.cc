@@ -44,6 +44,38 @@ TEST(EngineJoin, UnevenStepsAverageOverRanksStillTraining) {
   });
 }
 
+// Under single copy a group is reduced where its tensors lie; a joined rank has no tensors
+// and must still take part the same way (zeros from scratch), or the ranks would run
+// different collectives.
+TEST(EngineJoin, JoinedRankTakesPartInSingleCopyGroups) {
+  EngineGroup g(2, test_options(), Transport::kShm);
+  g.run([&](int r, Engine& e) {
+    std::vector<float> big(1 << 18, 1.0f);  // 1 MiB: the ranks agree on single copy
+    e.allreduce("big", big.data(), big.data(), DataType::kFloat32, {1 << 18}).wait(kWait);
+    ASSERT_TRUE(g.comm(r).single_copy());
+    if (r == 1) {
+      EXPECT_EQ(e.join(kWait), 0);
+      return;
+    }
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<float>> t;
+      std::vector<Handle> hs;
+      for (int i = 0; i < 16; ++i) t.emplace_back(300 + 20000 * i, static_cast<float>(i));
+      for (int i = 0; i < 16; ++i) {
+        hs.push_back(e.allreduce("t" + std::to_string(i), t[i].data(), t[i].data(),
+                                 DataType::kFloat32, {static_cast<int64_t>(t[i].size())},
+                                 ReduceOp::kSum));
+      }
+      for (auto& h : hs) h.wait(kWait);
+      for (int i = 0; i < 16; ++i) {  // rank 1 contributed zeros
+        ASSERT_EQ(t[i].back(), static_cast<float>(i)) << "step " << step << " tensor " << i;
+      }
+    }
+    EXPECT_EQ(e.join(kWait), 0);
+  });
+  EXPECT_GT(g[0].stats().fused_in_place, 0u);
+}
+
 TEST(EngineJoin, EnqueueWhileJoinedFails) {
   EngineGroup g(2);
   std::thread joiner([&] { g[0].join(kWait); });
