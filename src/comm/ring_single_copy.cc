@@ -151,9 +151,12 @@ void PullRing::pull_reduced(size_t from, size_t bytes, bool final, bool from_inp
       size_t i = pieces_.find(x);
       size_t len = std::min(b + n, pieces_.start[i + 1]) - x;
       char* dest = dest_at(x, final);
-      reduce_pair(s_.type, s_.op, dest, pieces_.src[i] + (x - pieces_.start[i]), block + (x - b),
-                  len / es);
-      if (final && s_.divisor > 1) divide(s_.type, dest, len / es, s_.divisor);
+      const char* own = pieces_.src[i] + (x - pieces_.start[i]);
+      if (final && s_.divisor > 1) {
+        reduce_pair_divided(s_.type, s_.op, dest, own, block + (x - b), len / es, s_.divisor);
+      } else {
+        reduce_pair(s_.type, s_.op, dest, own, block + (x - b), len / es);
+      }
       x += len;
     }
   }

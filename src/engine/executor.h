@@ -39,7 +39,7 @@ class Executor {
                                           std::vector<bool>& taken) const;
   bool worth_fusing(size_t bytes, bool in_place) const;
   size_t group_limit(bool in_place) const;  // the most bytes of one group
-  static constexpr size_t kInPlaceGroupBytes = size_t{64} << 20;
+  static constexpr size_t kInPlaceGroupBytes = size_t{128} << 20;
   // A group (starting with `first`) reduced by the communicator where its tensors lie
   // (Communicator::allreduce over parts) instead of through the fusion buffer.
   bool in_place_group(const Response& first) const;

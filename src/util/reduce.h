@@ -21,6 +21,11 @@ void reduce_pair(DataType type, ReduceOp op, void* out, const void* a, const voi
 // buf[i] /= divisor (integers: truncating division). Finishes kAverage.
 void divide(DataType type, void* buf, size_t count, int64_t divisor);
 
+// reduce_pair() then divide(), chunk by chunk so the division finds the sums in cache;
+// the results are those of the two calls.
+void reduce_pair_divided(DataType type, ReduceOp op, void* out, const void* a, const void* b,
+                         size_t count, int64_t divisor);
+
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bfloat16_to_float(uint16_t b);

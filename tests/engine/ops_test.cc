@@ -111,7 +111,7 @@ TEST(EngineOps, FusionOnAndOffGiveIdenticalResults) {
 }
 
 // Over shm with single copy, a group is reduced where its tensors lie (no fusion buffer)
-// and may hold tensors of up to 64 MiB together, large ones included: the sums are exact,
+// and may hold tensors of up to 128 MiB together, large ones included: the sums are exact,
 // and fusion on and off agree bit for bit for an average.
 TEST(EngineOps, SingleCopyGroupsReduceTensorsWhereTheyLie) {
   std::vector<std::vector<std::vector<float>>> results(2);

@@ -268,6 +268,36 @@ TEST_P(ReduceKernels, DivideTruncatesIntegersAndRoundsFloats) {
   EXPECT_THROW(divide(DataType::kFloat32, d, 1, 0), InvalidArgument);
 }
 
+// The one-pass average must give the bits of the two steps it replaces, for every type and
+// op, divisors with and without an exact reciprocal, lengths across its chunks, out == b.
+TEST_P(ReduceKernels, PairDividedEqualsPairThenDivide) {
+  std::mt19937 rng(7);
+  for (int ti = 0; ti < kNumDataTypes; ++ti) {
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      for (int64_t divisor : {1, 2, 3, 4, 7}) {
+        auto t = static_cast<DataType>(ti);
+        auto op = static_cast<ReduceOp>(oi);
+        size_t n = 20000 + 3, es = dtype_size(t);  // over one 16 KiB chunk, odd tail
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + reduce_op_name(op) +
+                     " divisor=" + std::to_string(divisor));
+        std::vector<char> a(n * es), b(n * es);
+        fill(t, a, n, rng);
+        fill(t, b, n, rng);
+        std::vector<char> want(n * es), got(n * es), alias = b;
+        reduce_pair(t, op, want.data(), a.data(), b.data(), n);
+        divide(t, want.data(), n, divisor);
+        reduce_pair_divided(t, op, got.data(), a.data(), b.data(), n, divisor);
+        reduce_pair_divided(t, op, alias.data(), a.data(), alias.data(), n, divisor);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
+        ASSERT_EQ(std::memcmp(alias.data(), want.data(), alias.size()), 0);
+      }
+    }
+  }
+  float x = 1, y = 2;
+  EXPECT_THROW(reduce_pair_divided(DataType::kFloat32, ReduceOp::kSum, &x, &x, &y, 1, 0),
+               InvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, ReduceKernels, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "avx2" : "generic"; });
 
