@@ -8,6 +8,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,9 @@
 namespace chorus {
 
 namespace {
+
+// How long finish() waits for workers that never connected (see there).
+constexpr std::chrono::seconds kLateWorkerGrace{5};
 
 // A scheduled step's argument: the fields below (little-endian, as every host of a job
 // is), then the user's bytes.
@@ -331,6 +335,12 @@ void ParameterServerStrategy::finish() {
   Impl& impl = *impl_;
   if (!is_chief() || impl.finished) return;
   impl.finished = true;
+  // A worker still starting up (its steps went to the others) would find the ps gone and
+  // fail: after a training, give every worker a moment to connect and be told to stop.
+  if (impl.scheduled > 0 && !impl.coordinator->wait_for_workers_seen(num_workers(), kLateWorkerGrace)) {
+    CHORUS_LOG(kWarning, "ps") << "shutting down with " << num_workers() - impl.coordinator->num_workers_seen()
+                               << " worker(s) that never connected";
+  }
   impl.coordinator->shutdown_workers();
   impl.ps_client().shutdown_servers();
 }

@@ -197,6 +197,10 @@ TEST(CoordinatorFaultTest, MalformedFramesDropTheConnectionAndServingGoesOn) {
     EXPECT_TRUE(testing::eventually([&] { return coordinator.num_live_workers() == 1; }));
     EXPECT_EQ(coordinator.schedule("echo", g.name).get(), g.name);
   }
+  // Worker 9 was dropped, but it had connected: it still counts as seen.
+  EXPECT_EQ(coordinator.num_workers_seen(), 2);
+  EXPECT_TRUE(coordinator.wait_for_workers_seen(2, milliseconds(0)));
+  EXPECT_FALSE(coordinator.wait_for_workers_seen(3, milliseconds(50)));
 }
 
 TEST(CoordinatorFaultTest, GarbageBeforeTheHandshakeIsDropped) {

@@ -4,6 +4,8 @@
 // the ps runs torch's arithmetic), and the strategy's own saved state.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -190,6 +192,24 @@ TEST(ParameterServerStrategyTest, AsyncAndBoundedStalenessApplyEveryPush) {
   o.mode = ps::UpdateMode::kBoundedStaleness;
   o.max_staleness = 1;
   expect_near_reference(o, 4, 2, 0.05);
+}
+
+// A worker that starts only after the others ran every step still ends cleanly: the chief
+// waits for it to connect before it stops the cluster (it used to find the ps gone).
+TEST(ParameterServerStrategyTest, WorkerStartingAfterTheTrainingEndsCleanly) {
+  LocalCluster cluster(2, 1);
+  std::atomic<bool> trained{false};
+  cluster.run(
+      ParameterServerStrategy::Options{},
+      [&](ParameterServerStrategy& s) {
+        fit_with(s, sgd(0.5, 0.0), quiet(1));
+        trained = true;
+      },
+      [&](ParameterServerStrategy& s) {
+        while (s.worker_index() == 1 && !trained) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        fit_with(s, sgd(0.5, 0.0), quiet(1));
+      });
+  EXPECT_TRUE(cluster.worker_errors.empty()) << cluster.worker_errors.front();
 }
 
 TEST(ParameterServerStrategyTest, SavedVariablesComeBackOnRestore) {

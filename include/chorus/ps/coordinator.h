@@ -84,6 +84,10 @@ class Coordinator {
   // Waits until `n` workers are connected (TimeoutError after `timeout`).
   void wait_for_workers(int n, std::chrono::milliseconds timeout);
   int num_live_workers() const;
+  // Waits until `n` distinct workers have connected at least once (they may have left
+  // since); false after `timeout`.
+  bool wait_for_workers_seen(int n, std::chrono::milliseconds timeout);
+  int num_workers_seen() const;
   // Tells every connected worker to return from serve_coordinator(); later joiners too.
   // Steps still queued fail with UnavailableError; steps running finish first (a worker
   // sends its result before it returns). Does not wait.

@@ -174,6 +174,16 @@ void Coordinator::wait_for_workers(int n, milliseconds timeout) {
   }
 }
 
+bool Coordinator::wait_for_workers_seen(int n, milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->scheduler.seen_workers() >= n; });
+}
+
+int Coordinator::num_workers_seen() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->scheduler.seen_workers();
+}
+
 int Coordinator::num_live_workers() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->scheduler.live_workers();

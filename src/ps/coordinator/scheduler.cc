@@ -50,6 +50,7 @@ int64_t Scheduler::min_finished() const {
 void Scheduler::add_worker(int index) {
   int64_t low = min_finished();
   Worker& w = workers_[index];
+  seen_.insert(index);
   w.counters = {low, low};
   w.running.reset();
 }

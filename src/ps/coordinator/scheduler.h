@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "chorus/error.h"
@@ -53,6 +54,8 @@ class Scheduler {
   void remove_worker(int index, Clock::time_point now, std::exception_ptr error = nullptr);
   bool has_worker(int index) const { return workers_.count(index) != 0; }
   int live_workers() const { return static_cast<int>(workers_.size()); }
+  // Distinct worker indices that have been live at some time (they may have left since).
+  int seen_workers() const { return static_cast<int>(seen_.size()); }
 
   // The next step for an idle worker allowed by the staleness rule, or null.
   std::shared_ptr<Step> take(int index);
@@ -92,6 +95,7 @@ class Scheduler {
   const int max_attempts_;
   std::deque<std::shared_ptr<Step>> queue_;
   std::map<int, Worker> workers_;
+  std::set<int> seen_;
   int64_t outstanding_ = 0;
   std::exception_ptr first_error_;
   Clock::time_point no_workers_since_;
