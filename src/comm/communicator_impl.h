@@ -55,7 +55,9 @@ struct Communicator::Impl {
   std::atomic<bool> broken{false};
   comm::Workspace workspace;
   std::vector<size_t> uniform_counts;  // allgather / alltoall's per-rank counts
-  int single_copy_agreed = -1;         // -1: not asked yet; 0: no; 1: every rank can
+  // -1: not asked yet; 0: no; 1: every rank can. Written by the thread running collectives,
+  // read by single_copy() from any thread.
+  std::atomic<int> single_copy_agreed{-1};
 };
 
 namespace comm {

@@ -24,7 +24,7 @@ class RingStream {
   void run();
 
  private:
-  char* own_ptr(size_t off) const { return s_.own_out + (off - s_.seg_off[r_]) * es_; }
+  char* own_ptr(size_t off) const { return s_.own_out + (off - s_.seg_off[lay_.r]) * lay_.es; }
 
   void start_recv();
   void start_send();
@@ -37,8 +37,6 @@ class RingStream {
   Context& ctx_;
   const RingSpec& s_;
   RingLayout lay_;
-  int r_;
-  size_t es_, k_, rs_steps_, units_;
   transport::Link& left_;
   transport::Link& right_;
   char* incoming_ = nullptr;
@@ -54,59 +52,54 @@ RingStream::RingStream(Context& ctx, const RingSpec& spec)
     : ctx_(ctx),
       s_(spec),
       lay_(spec, ctx.rank(), ctx.size(), kChunkBytes),
-      r_(ctx.rank()),
-      es_(lay_.es),
-      k_(lay_.k),
-      rs_steps_(lay_.rs_steps),
-      units_(lay_.units),
-      left_(ctx.link(mod(r_ - 1, ctx.size()))),
-      right_(ctx.link(mod(r_ + 1, ctx.size()))) {
-  if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * es_);
+      left_(ctx.link(mod(ctx.rank() - 1, ctx.size()))),
+      right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))) {
+  if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * lay_.es);
 }
 
 void RingStream::start_recv() {
-  if (recv_unit_ == units_) {
+  if (recv_unit_ == lay_.units) {
     xfer_[0] = Transfer{};
     return;
   }
-  size_t step = recv_unit_ / k_, off, cnt;
-  lay_.chunk(lay_.recv_segment(step), recv_unit_ % k_, &off, &cnt);
-  recv_reduces_ = step < rs_steps_;
+  size_t step = recv_unit_ / lay_.k, off, cnt;
+  lay_.chunk(lay_.recv_segment(step), recv_unit_ % lay_.k, &off, &cnt);
+  recv_reduces_ = step < lay_.rs_steps;
   if (recv_reduces_) {
-    recv_final_ = step + 1 == rs_steps_;
-    recv_dest_ = recv_final_ ? own_ptr(off) : s_.acc + off * es_;
-    xfer_[0] = Transfer::recv(left_, incoming_, cnt * es_);
-    reducer_ = RecvReduce(&xfer_[0], recv_dest_, s_.src + off * es_, s_.type, s_.op);
+    recv_final_ = step + 1 == lay_.rs_steps;
+    recv_dest_ = recv_final_ ? own_ptr(off) : s_.acc + off * lay_.es;
+    xfer_[0] = Transfer::recv(left_, incoming_, cnt * lay_.es);
+    reducer_ = RecvReduce(&xfer_[0], recv_dest_, s_.src + off * lay_.es, s_.type, s_.op);
   } else {
-    xfer_[0] = Transfer::recv(left_, s_.acc + off * es_, cnt * es_);
+    xfer_[0] = Transfer::recv(left_, s_.acc + off * lay_.es, cnt * lay_.es);
   }
 }
 
 void RingStream::start_send() {
-  if (send_unit_ == units_) {
+  if (send_unit_ == lay_.units) {
     xfer_[1] = Transfer{};
     send_full_ = 0;
     return;
   }
-  size_t step = send_unit_ / k_, off, cnt;
-  lay_.chunk(lay_.send_segment(step), send_unit_ % k_, &off, &cnt);
-  const char* data = s_.acc + off * es_;
-  if (step == 0 && rs_steps_ > 0) data = s_.src + off * es_;    // own input
-  if (step == rs_steps_ && rs_steps_ > 0) data = own_ptr(off);  // own finished segment
+  size_t step = send_unit_ / lay_.k, off, cnt;
+  lay_.chunk(lay_.send_segment(step), send_unit_ % lay_.k, &off, &cnt);
+  const char* data = s_.acc + off * lay_.es;
+  if (step == 0 && lay_.rs_steps > 0) data = s_.src + off * lay_.es;    // own input
+  if (step == lay_.rs_steps && lay_.rs_steps > 0) data = own_ptr(off);  // own finished segment
   xfer_[1] = Transfer::send(right_, data, 0);
-  send_full_ = cnt * es_;
+  send_full_ = cnt * lay_.es;
 }
 
 size_t RingStream::send_available() const {
-  if (send_unit_ < k_) return send_full_;
-  size_t dep = send_unit_ - k_;
+  if (send_unit_ < lay_.k) return send_full_;
+  size_t dep = send_unit_ - lay_.k;
   if (dep < recv_unit_) return send_full_;
   return dep == recv_unit_ ? recv_available() : 0;
 }
 
 bool RingStream::pump_send() {
   bool moved = false;
-  while (send_unit_ < units_) {
+  while (send_unit_ < lay_.units) {
     xfer_[1].size = send_available();
     if (ctx_.progress.poll(&xfer_[1], 1)) moved = true;
     if (xfer_[1].done < send_full_) break;
@@ -121,7 +114,7 @@ bool RingStream::reduce_arrived() {
   bool any = false;
   while (size_t n = reducer_.pump(ctx_.progress, kReduceBlock)) {
     if (recv_final_ && s_.divisor > 1) {
-      divide(s_.type, recv_dest_ + reducer_.reduced() - n, n / es_, s_.divisor);
+      divide(s_.type, recv_dest_ + reducer_.reduced() - n, n / lay_.es, s_.divisor);
     }
     any = true;
     pump_send();
@@ -131,7 +124,7 @@ bool RingStream::reduce_arrived() {
 
 bool RingStream::pump_recv() {
   bool moved = false;
-  while (recv_unit_ < units_) {
+  while (recv_unit_ < lay_.units) {
     if (recv_reduces_) {
       if (reduce_arrived()) moved = true;
       if (!reducer_.done()) break;
@@ -149,7 +142,7 @@ bool RingStream::pump_recv() {
 void RingStream::run() {
   start_recv();
   start_send();
-  while (recv_unit_ < units_ || send_unit_ < units_) {
+  while (recv_unit_ < lay_.units || send_unit_ < lay_.units) {
     bool moved = pump_recv();
     if (pump_send()) moved = true;
     if (!moved) ctx_.progress.idle(xfer_, 2);
