@@ -49,8 +49,10 @@ enum class OpType : uint8_t {
 const char* op_type_name(OpType op);
 
 struct EngineOptions {
-  // CHORUS_CYCLE_TIME_MS (default 1): how long tensors may accumulate between two
-  // negotiations while the engine is busy. An idle engine negotiates as soon as work arrives.
+  // CHORUS_CYCLE_TIME_MS (default 1): the pause before the next negotiation when ops wait
+  // here for other ranks and the last negotiation moved nothing. An idle engine negotiates
+  // as soon as work arrives (else every 20 ms); after a negotiation that moved something
+  // the next one starts at once. Tensors that arrive meanwhile are fused together.
   std::chrono::microseconds cycle_time{1000};
   // CHORUS_FUSION_THRESHOLD (bytes, default 4 MiB; 0 disables fusion): the most bytes one
   // fused collective carries; allreduces of at least a quarter of it run in place, unfused.

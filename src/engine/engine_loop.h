@@ -45,7 +45,7 @@ class Loop {
 
   bool cycle();
   void wait_for_work();
-  void drain();
+  bool drain();  // takes the newly enqueued ops; true if there were any
   void classify(std::unique_ptr<LocalOp> op);
   std::vector<int32_t> build_vector();
   void apply_cache(const Totals& t, std::vector<Response>& plan);
@@ -70,6 +70,7 @@ class Loop {
 
   std::set<int> invalid_marks_;     // slots to invalidate in the next vector
   bool joined_ = false;             // this rank has joined
+  bool progressed_ = false;        // the last cycle drained, agreed or announced ops
   bool shutdown_ = false;           // this rank asks for shutdown
   bool stall_abort_ = false;        // rank 0 asks every rank to stop (stall shutdown)
   std::vector<bool> joined_ranks_;  // as of the last cycle, the same on every rank

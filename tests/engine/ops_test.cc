@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "engine_harness.h"
 
@@ -186,6 +187,32 @@ TEST(EngineOps, SteadyStateSkipsFullNegotiation) {
     auto before = e.stats().full_negotiations;
     for (unsigned step = 0; step < 5; ++step) allreduce_step(e, r, t, step);
     EXPECT_EQ(e.stats().full_negotiations, before);
+  });
+}
+
+// An engine with nothing to do, or waiting for a rank that has not enqueued yet, must not
+// negotiate every cycle_time (1 ms here): on a host whose cores also train the model those
+// empty allreduces cost the model its CPU. Over 300 ms that would be about 300 cycles.
+TEST(EngineOps, IdleAndWaitingEnginesDoNotCycleEveryCycleTime) {
+  EngineGroup g(2);
+  constexpr auto kPause = std::chrono::milliseconds(300);
+  constexpr uint64_t kMaxCycles = 60;  // the idle tick is 20 ms: about 15 expected
+  g.run([&](int r, Engine& e) {
+    e.barrier("warm up").wait(kWait);
+    uint64_t before = e.stats().cycles;
+    std::this_thread::sleep_for(kPause);
+    EXPECT_LE(e.stats().cycles - before, kMaxCycles) << "rank " << r << " while idle";
+    e.barrier("idle measured").wait(kWait);
+
+    // Rank 0 enqueues at once, rank 1 only after the pause: rank 0 waits on rank 1.
+    before = e.stats().cycles;
+    if (r == 1) std::this_thread::sleep_for(kPause);
+    float in = static_cast<float>(r + 1), out = 0;
+    e.allreduce("late", &in, &out, DataType::kFloat32, {1}).wait(kWait);
+    EXPECT_EQ(out, 3.f);
+    if (r == 0) {
+      EXPECT_LE(e.stats().cycles - before, kMaxCycles) << "rank 0 while waiting";
+    }
   });
 }
 
