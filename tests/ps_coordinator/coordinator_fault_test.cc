@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -122,6 +123,24 @@ TEST(CoordinatorFaultTest, SecondLiveWorkerWithTheSameIndexIsRejected) {
   }
   EXPECT_EQ(coordinator.num_live_workers(), 1);
   EXPECT_EQ(coordinator.schedule("echo", "still fine").get(), "still fine");
+}
+
+// A worker restarted at once may say hello before the coordinator has seen its old
+// connection close (on a loaded host the close can lag by milliseconds): the hello waits
+// for the old connection a moment instead of being refused as a duplicate.
+TEST(CoordinatorFaultTest, HelloWhileTheOldConnectionIsStillClosingIsWelcomed) {
+  Coordinator coordinator("127.0.0.1", 0, test_secret());
+  auto first_life = std::make_unique<RawWorker>(coordinator.port());
+  ASSERT_TRUE(is(first_life->hello(0), proto::Msg::kWelcome));
+  RawWorker second_life(coordinator.port());  // connected and authenticated while the first lives
+  std::thread closer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    first_life.reset();
+  });
+  EXPECT_TRUE(is(second_life.hello(0), proto::Msg::kWelcome));
+  closer.join();
+  EXPECT_EQ(coordinator.num_live_workers(), 1);
+  coordinator.shutdown_workers();
 }
 
 TEST(CoordinatorFaultTest, WrongSecretIsRejectedAndOthersKeepWorking) {

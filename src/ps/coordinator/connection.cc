@@ -16,6 +16,7 @@
 #include "rendezvous/auth.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/net.h"
 
 namespace chorus::ps {
 
@@ -26,11 +27,18 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// A peer that hung up or reset (checked when another connection claims its index).
-bool peer_gone(int fd) {
+// A peer that hung up or reset (checked when another connection claims its index), or
+// that does so within `wait_ms`.
+bool peer_gone(int fd, int wait_ms = 0) {
   pollfd p{fd, POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  return ::poll(&p, 1, wait_ms) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
+
+// A worker that restarts at once can say hello before this side has seen its old
+// connection close: on loopback the close travels through a softirq that a loaded host can
+// delay by milliseconds. Before calling an index taken, its old connection gets this long
+// to show that it is gone.
+constexpr int kTakeoverGraceMs = 200;
 
 constexpr const char* kShutdownRefusal = "shutdown";
 
@@ -65,25 +73,35 @@ int Coordinator::Impl::read_hello(Conn& c) {
 // Registers `c` as worker `index`; returns why not ("" when registered, kShutdownRefusal
 // after shutdown_workers()).
 std::string Coordinator::Impl::claim(Conn& c, int index) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (shutting_down) return kShutdownRefusal;
-  auto it = owners.find(index);
-  if (it != owners.end()) {
-    if (!peer_gone(it->second->fd.get())) {
-      return "worker " + std::to_string(index) + " is already connected from " + it->second->peer +
-             " (two workers with one index?)";
+  for (int attempt = 0;; ++attempt) {
+    net::Fd old;  // a second handle on the owner's socket, to wait on without the lock
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (shutting_down) return kShutdownRefusal;
+      auto it = owners.find(index);
+      if (it != owners.end() && !peer_gone(it->second->fd.get())) {
+        if (attempt > 0) {
+          return "worker " + std::to_string(index) + " is already connected from " +
+                 it->second->peer + " (two workers with one index?)";
+        }
+        old = net::Fd(::dup(it->second->fd.get()));
+      } else {
+        if (it != owners.end()) {
+          // Its old connection is dead but its thread has not noticed yet: take over now.
+          scheduler.remove_worker(index, Clock::now());
+          ::shutdown(it->second->fd.get(), SHUT_RDWR);  // that thread ends, finds itself replaced
+        }
+        owners[index] = &c;
+        c.index = index;
+        c.enrolled = true;
+        scheduler.add_worker(index);
+        wake_workers();
+        cv.notify_all();
+        return {};
+      }
     }
-    // Its old connection is dead but its thread has not noticed yet: take over now.
-    scheduler.remove_worker(index, Clock::now());
-    ::shutdown(it->second->fd.get(), SHUT_RDWR);  // that thread ends, finds itself replaced
+    peer_gone(old.get(), kTakeoverGraceMs);  // returns early once it hangs up
   }
-  owners[index] = &c;
-  c.index = index;
-  c.enrolled = true;
-  scheduler.add_worker(index);
-  wake_workers();
-  cv.notify_all();
-  return {};
 }
 
 // Registers the worker and welcomes it, or tells it why not. Returns whether the session
