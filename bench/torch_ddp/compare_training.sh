@@ -13,6 +13,10 @@
 # same time, their samples/s summed. On a 2-core host it shows what two workers can do at
 # all (they share caches, memory bandwidth and the hypervisor's cores).
 #
+# Each figure is followed by the hypervisor's steal time while it ran (/proc/stat): on a
+# shared host, runs with much steal are slow for reasons outside the job. The last line is
+# the median of each run's own chorus-2 / ddp-2, which cancels drifts slower than a run.
+#
 # OpenBLAS: Debian's 0.3.21 does not know some recent Intel CPUs and falls back to its
 # Prescott kernels (about 3x slower here); when it reports Prescott on a CPU with AVX-512
 # and OPENBLAS_CORETYPE is unset, the script sets OPENBLAS_CORETYPE=SkylakeX for both sides.
@@ -59,20 +63,37 @@ solo2_rate() {  # two single-worker jobs at once -> summed samples/s
   chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
   awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
 }
+# The share of CPU time the hypervisor gave to other guests (steal) while a command ran, in
+# percent; the figures of a run with much steal are low for a reason outside the job.
+cpu_line() { head -1 /proc/stat; }
+steal_pct() {  # "before" "after" lines of /proc/stat
+  paste <(tr -s ' ' '\n' <<<"$1") <(tr -s ' ' '\n' <<<"$2") |
+    awk 'NR > 1 {d = $2 - $1; t += d; if (NR == 9) s = d} END {printf "%.0f", t ? 100 * s / t : 0}'
+}
+measure() {  # name command... -> sets rate and steal
+  local before after
+  before=$(cpu_line); rate=$("$@"); after=$(cpu_line); steal=$(steal_pct "$before" "$after")
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -a ratio
 for ((i = 1; i <= repeat; i++)); do
-  c1+=("$(chorus_rate 1)"); c2+=("$(chorus_rate 2)")
-  d1+=("$(ddp_rate 1)"); d2+=("$(ddp_rate 2)"); s2+=("$(solo2_rate)")
-  echo "# run $i: chorus-1 ${c1[-1]}  chorus-2 ${c2[-1]}  ddp-1 ${d1[-1]}  ddp-2 ${d2[-1]}  solo-2 ${s2[-1]}"
+  line="# run $i:"
+  measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%)"
+  measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%)"
+  measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
+  measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
+  measure solo2_rate; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  ratio+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
+  echo "$line"
 done
 mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
-ms2=$(median "${s2[@]}")
-awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" 'BEGIN {
+ms2=$(median "${s2[@]}"); mr=$(median "${ratio[@]}")
+awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr" 'BEGIN {
   printf "%-10s %8s %14s %12s\n", "system", "workers", "samples/s", "scaling";
   printf "%-10s %8d %14.0f %12s\n", "chorus", 1, c1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "chorus", 2, c2, 100 * c2 / (2 * c1);
@@ -83,4 +104,5 @@ awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" 'BEGIN {
   printf "chorus-2 / ddp-2 = %.2fx (bar >= 2x: %s); chorus 2-worker efficiency %.0f%% (bar >= 75%%: %s)\n",
          r, (r >= 2 ? "met" : "NOT met"), 100 * e, (e >= 0.75 ? "met" : "NOT met");
   printf "chorus-1 / ddp-1 = %.2fx; chorus-2 / solo-2 (no communication) = %.2fx\n", c1 / d1, c2 / s2;
+  printf "median over runs of (chorus-2 / ddp-2 of the same run) = %.2fx\n", mr;
 }'
