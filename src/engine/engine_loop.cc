@@ -101,8 +101,12 @@ bool Loop::cycle() {
 void Loop::wait_for_work() {
   std::unique_lock<std::mutex> lock(shared_.mu);
   bool idle = ops_.empty() && !joined_;
-  Clock::duration gap = idle ? std::max<Clock::duration>(options_.cycle_time, kIdleTick)
-                        : progressed_ ? Clock::duration(0) : options_.cycle_time;
+  Clock::duration gap = options_.cycle_time;
+  if (idle) {
+    gap = std::max<Clock::duration>(gap, kIdleTick);
+  } else if (progressed_) {
+    gap = Clock::duration::zero();
+  }
   auto next = last_cycle_ + gap;
   shared_.wake.wait_until(lock, next, [&] {
     return shared_.shutdown_requested ||

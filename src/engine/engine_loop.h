@@ -70,7 +70,7 @@ class Loop {
 
   std::set<int> invalid_marks_;     // slots to invalidate in the next vector
   bool joined_ = false;             // this rank has joined
-  bool progressed_ = false;        // the last cycle drained, agreed or announced ops
+  bool progressed_ = false;         // the last cycle drained, agreed or announced ops
   bool shutdown_ = false;           // this rank asks for shutdown
   bool stall_abort_ = false;        // rank 0 asks every rank to stop (stall shutdown)
   std::vector<bool> joined_ranks_;  // as of the last cycle, the same on every rank
