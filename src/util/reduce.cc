@@ -80,13 +80,18 @@ void divide_integers(void* buf, size_t n, int64_t divisor) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<int64_t>(p[i]) / divisor);
 }
 
+// Whether x * (1 / divisor) has the same bits as x / divisor: for a power of two both are
+// exact scalings, and the multiplication costs a fraction of a division.
+template <typename T>
+bool reciprocal_is_exact(T divisor) {
+  int exponent;
+  return std::frexp(divisor, &exponent) == T(0.5);
+}
+
 template <typename T>
 void divide_floats(void* buf, size_t n, T divisor) {
   T* __restrict p = static_cast<T*>(buf);
-  int exponent;
-  if (std::frexp(divisor, &exponent) == T(0.5)) {
-    // A power of two: multiplying by its reciprocal gives the same bits as dividing (both
-    // are exact scalings) and costs a fraction of a division.
+  if (reciprocal_is_exact(divisor)) {
     T reciprocal = T(1) / divisor;
     for (size_t i = 0; i < n; ++i) p[i] = p[i] * reciprocal;
     return;
@@ -115,8 +120,7 @@ void divide_floats_best(void* buf, size_t n, T divisor) {
 template <typename T>
 CHORUS_ALWAYS_INLINE void average_pair_loop(T* __restrict out, const T* __restrict a,
                                             const T* __restrict b, size_t n, T divisor) {
-  int exponent;
-  if (std::frexp(divisor, &exponent) == T(0.5)) {  // see divide_floats
+  if (reciprocal_is_exact(divisor)) {
     T reciprocal = T(1) / divisor;
     for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) * reciprocal;
     return;
