@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/free_port.h"
 #include "tools/run_helper.h"
 
 namespace chorus::test {
@@ -65,20 +66,6 @@ inline int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 // A port nobody listens on now (the kernel's pick for an ephemeral bind).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::abort();
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 inline double number_after(const std::string& text, const std::string& key) {
   auto at = text.rfind(key);
   if (at == std::string::npos) return -1;

@@ -89,7 +89,13 @@ struct LocalCluster {
     options.timeout = std::chrono::seconds(60);
     std::vector<std::thread> threads;
     for (int i = 0; i < spec.num_ps(); ++i) {
-      threads.emplace_back([=] { ParameterServerStrategy serve(task(ps::Role::kPs, i), secret, options); });
+      threads.emplace_back([=] {
+        try {
+          ParameterServerStrategy serve(task(ps::Role::kPs, i), secret, options);
+        } catch (const std::exception& e) {
+          record(ps_errors, e);
+        }
+      });
     }
     for (int i = 0; i < spec.num_workers(); ++i) {
       threads.emplace_back([=] {
@@ -97,22 +103,34 @@ struct LocalCluster {
           ParameterServerStrategy worker(task(ps::Role::kWorker, i), secret, options);
           worker_body(worker);
         } catch (const std::exception& e) {
-          std::lock_guard<std::mutex> lock(mu);
-          worker_errors.push_back(e.what());
+          record(worker_errors, e);
         }
       });
     }
-    {
+    try {
       ParameterServerStrategy chief(task(ps::Role::kChief, 0), secret, options);
       chief_body(chief);
-    }  // the destructor ends the workers and ps tasks
-    for (auto& t : threads) t.join();
+    } catch (const std::exception& e) {  // the destructor ends the workers and ps tasks...
+      ADD_FAILURE() << "the chief threw: " << e.what();
+      try {  // ... unless the chief never came up: end the ps tasks as it would have
+        ps::PsClient(spec.ps, secret).shutdown_servers();
+      } catch (const std::exception&) {
+      }
+    }
+    for (auto& t : threads) t.join();  // workers without a chief give up at the timeout
+    EXPECT_TRUE(ps_errors.empty()) << ps_errors.front();
+  }
+
+  void record(std::vector<std::string>& errors, const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    errors.push_back(e.what());
   }
 
   ps::ClusterSpec spec;
   Secret secret = Secret::generate();
   std::mutex mu;
   std::vector<std::string> worker_errors;  // what workers threw
+  std::vector<std::string> ps_errors;      // what ps tasks threw
 };
 
 void expect_follows_default_strategy(const OptimizerFactory& optimizer, int num_ps,
