@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "../common/free_port.h"
 #include "ps_test_util.h"
 #include "util/net.h"
 
@@ -118,11 +119,7 @@ TEST(PsProcess, StoppedPsTimesOutAsUnavailable) {
 
 TEST(PsProcess, WorkerStartedBeforeThePsConnectsWhenItComesUp) {
   // The client retries connecting until its timeout, so a ps that starts late is found.
-  uint16_t port;
-  {
-    net::Fd probe = net::listen_tcp("127.0.0.1", 0);
-    port = net::local_port(probe.get());
-  }
+  uint16_t port = test::free_port();
   std::string address = "127.0.0.1:" + std::to_string(port);
   std::unique_ptr<ParameterServer> late;
   std::thread starter([&] {

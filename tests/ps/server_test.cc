@@ -6,6 +6,7 @@
 #include <future>
 #include <thread>
 
+#include "../common/free_port.h"
 #include "ps_test_util.h"
 #include "util/net.h"
 
@@ -155,11 +156,7 @@ TEST(PsServer, CallerMistakesAreInvalidArgument) {
 }
 
 TEST(PsServer, ShutdownServersEndsRunParameterServer) {
-  uint16_t port;
-  {
-    net::Fd probe = net::listen_tcp("127.0.0.1", 0);  // a free port, released at once
-    port = net::local_port(probe.get());
-  }
+  uint16_t port = test::free_port();
   ClusterSpec spec;
   spec.chief = "127.0.0.1:1";
   spec.workers = {"127.0.0.1:2"};
@@ -199,11 +196,7 @@ TEST(PsServer, StopWakesAWaitingPull) {
 }
 
 TEST(PsServer, UnreachablePsIsUnavailable) {
-  uint16_t port;
-  {
-    net::Fd probe = net::listen_tcp("127.0.0.1", 0);
-    port = net::local_port(probe.get());
-  }
+  uint16_t port = test::free_port();
   std::string address = "127.0.0.1:" + std::to_string(port);
   PsClient client({address}, test_secret(), milliseconds(300));
   std::vector<VariableSpec> vars = {{"w", 3}};
