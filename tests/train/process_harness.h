@@ -3,10 +3,7 @@
 // back from a log.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,7 +62,6 @@ inline int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// A port nobody listens on now (the kernel's pick for an ephemeral bind).
 inline double number_after(const std::string& text, const std::string& key) {
   auto at = text.rfind(key);
   if (at == std::string::npos) return -1;
