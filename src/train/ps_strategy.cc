@@ -337,8 +337,10 @@ void ParameterServerStrategy::finish() {
   impl.finished = true;
   // A worker still starting up (its steps went to the others) would find the ps gone and
   // fail: after a training, give every worker a moment to connect and be told to stop.
-  if (impl.scheduled > 0 && !impl.coordinator->wait_for_workers_seen(num_workers(), kLateWorkerGrace)) {
-    CHORUS_LOG(kWarning, "ps") << "shutting down with " << num_workers() - impl.coordinator->num_workers_seen()
+  if (impl.scheduled > 0 &&
+      !impl.coordinator->wait_for_workers_seen(num_workers(), kLateWorkerGrace)) {
+    CHORUS_LOG(kWarning, "ps") << "shutting down with "
+                               << num_workers() - impl.coordinator->num_workers_seen()
                                << " worker(s) that never connected";
   }
   impl.coordinator->shutdown_workers();

@@ -224,7 +224,9 @@ TEST(ParameterServerStrategyTest, WorkerStartingAfterTheTrainingEndsCleanly) {
         trained = true;
       },
       [&](ParameterServerStrategy& s) {
-        while (s.worker_index() == 1 && !trained) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        while (s.worker_index() == 1 && !trained) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
         fit_with(s, sgd(0.5, 0.0), quiet(1));
       });
   EXPECT_TRUE(cluster.worker_errors.empty()) << cluster.worker_errors.front();
