@@ -220,16 +220,14 @@ void Loop::exchange() {
   std::vector<int64_t> sizes(size_);
   int64_t my_size = static_cast<int64_t>(blob.size());
   comm_.allgather(&my_size, sizes.data(), 1, DataType::kInt64);
+  std::vector<uint8_t> all(checked_message_total(sizes));
   std::vector<size_t> counts(sizes.begin(), sizes.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::vector<uint8_t> all(total);
   comm_.allgatherv(blob.data(), all.data(), counts, DataType::kUInt8);
   shared_.counters.full_negotiations++;
   auto now = Clock::now();
   size_t off = 0;
   for (int r = 0; r < size_; ++r) {
-    for (auto& req : decode_requests(all.data() + off, counts[r]))
+    for (auto& req : decode_requests(all.data() + off, counts[r], r, size_))
       table_.add(r, std::move(req), now);
     off += counts[r];
   }

@@ -16,6 +16,9 @@ void check_shape(const engine::Request& r) {
   }
   CHORUS_CHECK_ARG(r.shape.size() <= 64, op_type_name(r.op), " '", r.name, "': ", r.shape.size(),
                    " dimensions (at most 64)");
+  CHORUS_CHECK_ARG(engine::within_tensor_limit(r.shape, r.dtype), op_type_name(r.op), " '",
+                   r.name, "': shape ", engine::shape_text(r.shape), " is over ",
+                   engine::kMaxTensorBytes, " bytes");
 }
 
 void check_first_dim(const engine::Request& r) {

@@ -10,6 +10,9 @@ namespace {
 
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxNameBytes = 4096;
+// The fewest bytes one request takes on the wire: name length, three enums, root, two
+// scale factors, two dimension counts.
+constexpr size_t kMinRequestBytes = 4 + 3 + 4 + 8 + 8 + 4 + 4;
 
 template <typename T>
 void put(std::string& out, T value) {
@@ -21,11 +24,17 @@ void put_dims(std::string& out, const std::vector<int64_t>& dims) {
   for (int64_t d : dims) put<int64_t>(out, d);
 }
 
-// A bounds-checked reader over one rank's message.
+// A bounds-checked reader over the message of rank `from`: every count is checked against
+// the bytes left before anything is allocated for it.
 class Reader {
  public:
-  Reader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
-  bool done() const { return p_ == end_; }
+  Reader(const uint8_t* data, size_t size, int from) : p_(data), end_(data + size), from_(from) {}
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    CHORUS_THROW(IoError, "malformed engine message from rank ", from_, ": ", args...);
+  }
 
   template <typename T>
   T get() {
@@ -41,9 +50,11 @@ class Reader {
     p_ += n;
     return s;
   }
-  std::vector<int64_t> get_dims(uint32_t limit) {
+  // A list of int64: `what` names its entries in errors ("dimensions", "splits").
+  std::vector<int64_t> get_list(uint32_t limit, const char* what) {
     auto n = get<uint32_t>();
-    CHORUS_CHECK_ARG(n <= limit, "engine message: ", n, " dimensions exceed ", limit);
+    if (n > limit) fail(n, " ", what, " (at most ", limit, ")");
+    need(size_t{n} * sizeof(int64_t));
     std::vector<int64_t> dims(n);
     for (auto& d : dims) d = get<int64_t>();
     return dims;
@@ -51,33 +62,79 @@ class Reader {
 
  private:
   void need(size_t n) const {
-    CHORUS_CHECK_ARG(static_cast<size_t>(end_ - p_) >= n, "engine message truncated");
+    if (left() < n) fail("truncated (", n, " bytes wanted, ", left(), " left)");
   }
   const uint8_t* p_;
   const uint8_t* end_;
+  int from_;
 };
 
-Request decode_one(Reader& in) {
+bool needs_first_dim(OpType op) {
+  return op == OpType::kAllgather || op == OpType::kAlltoall || op == OpType::kReduceScatter;
+}
+
+// What enqueue checks on the sending rank (engine_ops.cc), checked again on the receiving
+// one: validation and execution size buffers and index ranks by these fields.
+void check_request(const Reader& in, const Request& r, int world) {
+  for (int64_t d : r.shape) {
+    if (d < 0) in.fail("'", r.name, "' has a negative dimension");
+  }
+  if (!within_tensor_limit(r.shape, r.dtype)) {
+    in.fail("'", r.name, "' of shape ", shape_text(r.shape), " is over ", kMaxTensorBytes,
+            " bytes");
+  }
+  if (needs_first_dim(r.op) && r.shape.empty()) in.fail("'", r.name, "' has no first dimension");
+  if (r.op == OpType::kBroadcast ? r.root < 0 || r.root >= world : r.root != -1) {
+    in.fail("'", r.name, "' has root ", r.root, " in a world of ", world);
+  }
+  if (r.op != OpType::kAlltoall) {
+    if (!r.splits.empty()) in.fail("'", r.name, "' has splits but is no alltoall");
+    return;
+  }
+  if (r.splits.size() != static_cast<size_t>(world)) {
+    in.fail("'", r.name, "' has ", r.splits.size(), " splits for ", world, " ranks");
+  }
+  int64_t total = 0;
+  for (int64_t s : r.splits) {
+    if (s < 0 || s > r.shape[0] - total) in.fail("'", r.name, "' has splits beyond its rows");
+    total += s;
+  }
+  if (total != r.shape[0]) in.fail("'", r.name, "' has splits that do not sum to its rows");
+}
+
+Request decode_one(Reader& in, int world) {
   Request r;
   auto name_len = in.get<uint32_t>();
-  CHORUS_CHECK_ARG(name_len <= kMaxNameBytes, "engine message: name of ", name_len, " bytes");
+  if (name_len == 0 || name_len > kMaxNameBytes) in.fail("a name of ", name_len, " bytes");
   r.name = in.get_string(name_len);
-  r.op = static_cast<OpType>(in.get<uint8_t>());
-  r.dtype = static_cast<DataType>(in.get<uint8_t>());
-  r.reduce = static_cast<ReduceOp>(in.get<uint8_t>());
-  CHORUS_CHECK_ARG(static_cast<int>(r.op) <= static_cast<int>(OpType::kBarrier) &&
-                       static_cast<int>(r.dtype) < kNumDataTypes &&
-                       static_cast<int>(r.reduce) < kNumReduceOps,
-                   "engine message: bad enum value");
+  const auto op = in.get<uint8_t>(), dtype = in.get<uint8_t>(), reduce = in.get<uint8_t>();
+  if (op > static_cast<int>(OpType::kBarrier) || dtype >= kNumDataTypes ||
+      reduce >= kNumReduceOps) {
+    in.fail("'", r.name, "' has an unknown op, data type or reduce op");
+  }
+  r.op = static_cast<OpType>(op);
+  r.dtype = static_cast<DataType>(dtype);
+  r.reduce = static_cast<ReduceOp>(reduce);
   r.root = in.get<int32_t>();
   r.prescale = in.get<double>();
   r.postscale = in.get<double>();
-  r.shape = in.get_dims(kMaxDims);
-  r.splits = in.get_dims(1u << 20);
+  r.shape = in.get_list(kMaxDims, "dimensions");
+  r.splits = in.get_list(static_cast<uint32_t>(world), "splits");
+  check_request(in, r, world);
   return r;
 }
 
 }  // namespace
+
+bool within_tensor_limit(const std::vector<int64_t>& shape, DataType dtype) {
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape) {
+    if (d == 0) continue;
+    if (bytes > kMaxTensorBytes / d) return false;
+    bytes *= d;
+  }
+  return true;
+}
 
 int64_t Request::elements() const {
   int64_t n = 1;
@@ -121,14 +178,28 @@ void encode_requests(const std::vector<const Request*>& requests, std::string& o
   }
 }
 
-std::vector<Request> decode_requests(const uint8_t* data, size_t size) {
-  Reader in(data, size);
+size_t checked_message_total(const std::vector<int64_t>& sizes) {
+  size_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    if (sizes[r] < 0 || sizes[r] > kMaxMessageBytes) {
+      CHORUS_THROW(IoError, "engine negotiation: rank ", r, " announced a message of ", sizes[r],
+                   " bytes (at most ", kMaxMessageBytes, ")");
+    }
+    total += static_cast<size_t>(sizes[r]);
+  }
+  return total;
+}
+
+std::vector<Request> decode_requests(const uint8_t* data, size_t size, int from, int world) {
+  Reader in(data, size, from);
   auto count = in.get<uint32_t>();
-  CHORUS_CHECK_ARG(count <= (1u << 24), "engine message: ", count, " requests");
+  if (count > in.left() / kMinRequestBytes) {
+    in.fail(count, " requests in ", in.left(), " bytes");
+  }
   std::vector<Request> out;
   out.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) out.push_back(decode_one(in));
-  CHORUS_CHECK_ARG(in.done(), "engine message: trailing bytes");
+  for (uint32_t i = 0; i < count; ++i) out.push_back(decode_one(in, world));
+  if (in.left() != 0) in.fail(in.left(), " trailing bytes");
   return out;
 }
 

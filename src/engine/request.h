@@ -34,9 +34,23 @@ inline bool operator!=(const Request& a, const Request& b) { return !(a == b); }
 // "[128, 10]"
 std::string shape_text(const std::vector<int64_t>& dims);
 
+// What a peer's message may claim, checked before anything is sized by it.
+constexpr int64_t kMaxMessageBytes = int64_t{256} << 20;  // one rank's message
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;     // one request's tensor
+
+// Whether the non-zero dimensions of `shape` (none negative) multiply to at most
+// kMaxTensorBytes of `dtype`: then no element, row or byte count derived from it overflows.
+bool within_tensor_limit(const std::vector<int64_t>& shape, DataType dtype);
+
 // Appends `requests` to `out` as one rank's message.
 void encode_requests(const std::vector<const Request*>& requests, std::string& out);
-// Parses one rank's message; InvalidArgument on malformed or oversized input.
-std::vector<Request> decode_requests(const uint8_t* data, size_t size);
+// The sum of the message sizes the ranks announced, each checked to lie in
+// [0, kMaxMessageBytes] before the buffer for them is allocated; IoError naming the rank.
+size_t checked_message_total(const std::vector<int64_t>& sizes);
+// Parses the message that rank `from` of `world` ranks sent. IoError when it is malformed:
+// truncated or followed by bytes, a count or length that the bytes cannot hold, or a request
+// that no rank's enqueue would have made (unknown enum, negative dimension, over
+// kMaxTensorBytes, a root outside the world, splits that do not fit the op).
+std::vector<Request> decode_requests(const uint8_t* data, size_t size, int from, int world);
 
 }  // namespace chorus::engine

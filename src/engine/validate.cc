@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "chorus/error.h"
+#include "engine/request.h"
 #include "engine/response.h"
 
 namespace chorus::engine {
@@ -88,6 +89,17 @@ std::string find_mismatch(const std::string& name, const PerRank& reqs, OpType o
                        [](const Request& r) { return number_text(r.postscale); });
 }
 
+// "" when `rows` rows of `a`'s tensor fit in kMaxTensorBytes: the engine allocates outputs
+// sized by other ranks' requests (each under the limit, checked at decoding), and their sum
+// must not be an allocation no rank asked for. Every rank computes the same answer.
+std::string check_output_rows(const Request& a, int64_t rows, const std::string& output) {
+  const int64_t row_bytes = a.row_elements() * static_cast<int64_t>(dtype_size(a.dtype));
+  if (row_bytes == 0 || rows <= kMaxTensorBytes / row_bytes) return "";
+  return std::string(op_type_name(a.op)) + " '" + a.name + "': " + output + " would have " +
+         std::to_string(rows) + " rows of " + std::to_string(row_bytes) + " bytes, over " +
+         std::to_string(kMaxTensorBytes);
+}
+
 // Fills the per-rank parts (rows, splits) and checks what joined ranks cannot do.
 std::string fill_layout(Response& resp, const PerRank& reqs) {
   const int size = static_cast<int>(reqs.size());
@@ -95,14 +107,23 @@ std::string fill_layout(Response& resp, const PerRank& reqs) {
   bool any_joined = resp.contributors < size;
   if (a.op == OpType::kAllgather) {
     resp.first_dims.assign(size, 0);
+    int64_t rows = 0;  // each under 2^40, so no overflow for any world size an int holds
     for (int r = 0; r < size; ++r) {
-      if (reqs[r]) resp.first_dims[r] = reqs[r]->shape[0];
+      if (reqs[r]) rows += resp.first_dims[r] = reqs[r]->shape[0];
     }
-  } else if (a.op == OpType::kAlltoall) {
+    return check_output_rows(a, rows, "the gathered tensor");
+  }
+  if (a.op == OpType::kAlltoall) {
     if (any_joined) return "alltoall '" + a.name + "' cannot run while ranks have joined";
     resp.splits.clear();
     for (int r = 0; r < size; ++r) {
       resp.splits.insert(resp.splits.end(), reqs[r]->splits.begin(), reqs[r]->splits.end());
+    }
+    for (int dst = 0; dst < size; ++dst) {
+      int64_t rows = 0;
+      for (int src = 0; src < size; ++src) rows += resp.splits[src * size + dst];
+      std::string e = check_output_rows(a, rows, "the output of rank " + std::to_string(dst));
+      if (!e.empty()) return e;
     }
   } else if (a.op == OpType::kBroadcast && !reqs[a.root]) {
     return "broadcast '" + a.name + "': root rank " + std::to_string(a.root) + " has joined";
