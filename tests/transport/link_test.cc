@@ -11,6 +11,7 @@
 #include "mesh_harness.h"
 #include "transport/handshake.h"
 #include "transport/shm/shm_link.h"
+#include "transport/shm/shm_ring.h"
 #include "transport/tcp/tcp_link.h"
 #include "transport/topology.h"
 
@@ -180,6 +181,39 @@ TEST(ShmLink, WaitReadyTimesOutWithoutAWake) {
   auto start = Clock::now();
   EXPECT_TRUE(p.b->wait_ready(false, std::chrono::milliseconds(30)));
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(25));
+}
+
+// The peer owns one counter of each ring and may be broken: a tail beyond the head, or a
+// head more than a ring ahead of the tail, must stop the copy, not run past the ring.
+TEST(ShmRing, CountersNoRingCanHaveAreAnError) {
+  constexpr uint64_t kCap = 4096;
+  shm::RingCounters counters;
+  std::vector<char> ring(kCap), big(3 * kCap, 'x'), in(3 * kCap);
+  shm::RingWriter writer(&counters, ring.data(), kCap);
+  shm::RingReader reader(&counters, ring.data(), kCap);
+  ASSERT_EQ(writer.write(big.data(), 100), 100u);
+  ASSERT_EQ(reader.read(in.data(), 100), 100u);
+
+  counters.tail.store(101);  // the reader "read" a byte that was never written
+  try {
+    writer.write(big.data(), big.size());
+    FAIL() << "a write with the tail beyond the head did not throw";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("ring corrupted by the peer: head 100, tail 101"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(writer.has_space(), IoError);
+
+  counters.tail.store(100);
+  counters.head.store(100 + kCap + 1);  // more unread bytes than the ring holds
+  EXPECT_THROW(reader.read(in.data(), in.size()), IoError);
+  size_t n = 0;
+  EXPECT_THROW(reader.peek(&n), IoError);
+  EXPECT_THROW(reader.has_data(), IoError);
+
+  counters.head.store(100 + kCap);  // exactly full is a ring's state
+  EXPECT_EQ(reader.read(in.data(), in.size()), kCap);
 }
 
 TEST(ShmSegment, RejectsMalformedSegments) {

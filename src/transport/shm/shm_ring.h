@@ -6,6 +6,10 @@
 // allocation. Each side caches the other's counter and reloads it only when the cached
 // value says the ring is full (writer) or empty (reader). After each publication a side rings
 // the peer's doorbell if the peer sleeps (doorbell.h): no system call while both are awake.
+//
+// The peer's counter is not trusted: after every load, head - tail must lie in
+// [0, capacity] (unsigned, so a tail beyond the head fails too). Otherwise the ring throws
+// IoError instead of copying past its end or handing out bytes nobody wrote.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +33,16 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free,
 // chunk of a large message while the writer is still copying the rest (pipelining).
 constexpr size_t kPublishChunk = 128 << 10;
 
+// Throws IoError: the peer published counters no ring can have.
+[[noreturn]] void throw_corrupt_ring(uint64_t head, uint64_t tail, uint64_t capacity);
+
+// Bytes written and not yet read, checked.
+inline uint64_t ring_used(uint64_t head, uint64_t tail, uint64_t capacity) {
+  const uint64_t used = head - tail;
+  if (used > capacity) throw_corrupt_ring(head, tail, capacity);
+  return used;
+}
+
 class RingWriter {
  public:
   RingWriter() = default;
@@ -37,16 +51,13 @@ class RingWriter {
   RingWriter(RingCounters* counters, char* data, uint64_t capacity, Doorbell* peer = nullptr)
       : counters_(counters), data_(data), capacity_(capacity), peer_(peer) {
     head_ = counters->head.load(std::memory_order_relaxed);
-    tail_cache_ = counters->tail.load(std::memory_order_acquire);
+    reload_tail();
   }
 
   // Copies up to n bytes into the ring; returns how many (0 when it is full).
   size_t write(const void* src, size_t n) {
     uint64_t free_bytes = capacity_ - (head_ - tail_cache_);
-    if (free_bytes < n) {
-      tail_cache_ = counters_->tail.load(std::memory_order_acquire);
-      free_bytes = capacity_ - (head_ - tail_cache_);
-    }
+    if (free_bytes < n) free_bytes = capacity_ - reload_tail();
     n = static_cast<size_t>(std::min<uint64_t>(n, free_bytes));
     const char* from = static_cast<const char*>(src);
     for (size_t done = 0; done < n;) {
@@ -61,12 +72,14 @@ class RingWriter {
   }
 
   // Whether write() would accept a byte now (reloads the reader's counter).
-  bool has_space() {
-    tail_cache_ = counters_->tail.load(std::memory_order_acquire);
-    return head_ - tail_cache_ < capacity_;
-  }
+  bool has_space() { return reload_tail() < capacity_; }
 
  private:
+  uint64_t reload_tail() {
+    tail_cache_ = counters_->tail.load(std::memory_order_acquire);
+    return ring_used(head_, tail_cache_, capacity_);
+  }
+
   void copy_in(const char* src, size_t n) {
     size_t at = static_cast<size_t>(head_ & (capacity_ - 1));
     size_t first = std::min<size_t>(n, capacity_ - at);
@@ -89,16 +102,13 @@ class RingReader {
   RingReader(RingCounters* counters, const char* data, uint64_t capacity, Doorbell* peer = nullptr)
       : counters_(counters), data_(data), capacity_(capacity), peer_(peer) {
     tail_ = counters->tail.load(std::memory_order_relaxed);
-    head_cache_ = counters->head.load(std::memory_order_acquire);
+    reload_head();
   }
 
   // Copies up to n bytes out of the ring; returns how many (0 when it is empty).
   size_t read(void* dst, size_t n) {
     uint64_t avail = head_cache_ - tail_;
-    if (avail < n) {
-      head_cache_ = counters_->head.load(std::memory_order_acquire);
-      avail = head_cache_ - tail_;
-    }
+    if (avail < n) avail = reload_head();
     n = static_cast<size_t>(std::min<uint64_t>(n, avail));
     char* to = static_cast<char*>(dst);
     for (size_t done = 0; done < n;) {
@@ -113,21 +123,23 @@ class RingReader {
   // Zero-copy read: the readable bytes that are contiguous in memory (they stop at the wrap
   // point), in place. They stay valid and unchanged until consume() hands them back.
   const char* peek(size_t* available) {
-    head_cache_ = counters_->head.load(std::memory_order_acquire);
+    const uint64_t used = reload_head();
     size_t at = static_cast<size_t>(tail_ & (capacity_ - 1));
-    *available = static_cast<size_t>(std::min<uint64_t>(head_cache_ - tail_, capacity_ - at));
+    *available = static_cast<size_t>(std::min<uint64_t>(used, capacity_ - at));
     return data_ + at;
   }
   // REQUIRES: n <= what peek() reported.
   void consume(size_t n) { release(n); }
 
   // Whether read() would return a byte now (reloads the writer's counter).
-  bool has_data() {
-    head_cache_ = counters_->head.load(std::memory_order_acquire);
-    return head_cache_ != tail_;
-  }
+  bool has_data() { return reload_head() != 0; }
 
  private:
+  uint64_t reload_head() {
+    head_cache_ = counters_->head.load(std::memory_order_acquire);
+    return ring_used(head_cache_, tail_, capacity_);
+  }
+
   // The release store orders our reads of the bytes before the writer's reuse of them.
   void release(size_t n) {
     tail_ += n;

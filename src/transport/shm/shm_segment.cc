@@ -13,6 +13,12 @@
 #include "chorus/error.h"
 
 namespace chorus::transport::shm {
+
+void throw_corrupt_ring(uint64_t head, uint64_t tail, uint64_t capacity) {
+  CHORUS_THROW(IoError, "shared-memory ring corrupted by the peer: head ", head, ", tail ", tail,
+               ", capacity ", capacity);
+}
+
 namespace {
 
 size_t segment_bytes(uint64_t ring_bytes) { return kHeaderBytes + 2 * ring_bytes; }
