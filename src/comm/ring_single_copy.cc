@@ -2,8 +2,9 @@
 // unit moves by the receiver copying it out of the sender's buffers (process_vm_readv)
 // once the sender says it is ready. On each link, per call:
 //   sender -> receiver: n, the number of buffers its layout has (1, or the parts with
-//                       elements), then n pairs (src, acc) of their addresses; then one
-//                       8-byte token per unit (its number) as the unit becomes ready;
+//                       elements), the call's signature (dtype, op, phases), then per
+//                       buffer its src and acc addresses and its bytes; then one 8-byte
+//                       token per unit (its number) as the unit becomes ready;
 //   receiver -> sender: 8 bytes once it has read everything, so that the sender's buffers
 //                       stay untouched until nobody reads them.
 // Every message is a multiple of 8 bytes, keeping the links' streams aligned for the next
@@ -94,13 +95,24 @@ PullRing::PullRing(Context& ctx, const RingSpec& spec)
   }
 }
 
+// What this call is, as the left neighbour must see it too: data type, reduce op, and which
+// phases run. With the byte lengths of the pieces it makes sure that a rank never reads past
+// a peer's buffer or mixes different calls, whatever arguments the ranks were given.
+uint64_t call_signature(const RingSpec& s) {
+  return static_cast<uint64_t>(s.type) | static_cast<uint64_t>(s.op) << 8 |
+         uint64_t{s.reduce_scatter} << 16 | uint64_t{s.allgather} << 17;
+}
+
 void PullRing::exchange_buffers() {
+  constexpr size_t kHead = 2, kPer = 3;  // [n, signature], then (src, acc, bytes) per piece
   size_t n = pieces_.src.size();
-  std::vector<uint64_t> mine(1 + 2 * n), theirs(1 + 2 * n);
+  std::vector<uint64_t> mine(kHead + kPer * n), theirs(kHead + kPer * n);
   mine[0] = n;
+  mine[1] = call_signature(s_);
   for (size_t i = 0; i < n; ++i) {
-    mine[1 + 2 * i] = reinterpret_cast<uintptr_t>(pieces_.src[i]);
-    mine[2 + 2 * i] = reinterpret_cast<uintptr_t>(pieces_.acc[i]);
+    mine[kHead + kPer * i] = reinterpret_cast<uintptr_t>(pieces_.src[i]);
+    mine[kHead + kPer * i + 1] = reinterpret_cast<uintptr_t>(pieces_.acc[i]);
+    mine[kHead + kPer * i + 2] = pieces_.start[i + 1] - pieces_.start[i];
   }
   Transfer t[2] = {Transfer::send(right_, mine.data(), mine.size() * 8),
                    Transfer::recv(left_, theirs.data(), 8)};
@@ -109,13 +121,23 @@ void PullRing::exchange_buffers() {
     CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring out of step: rank ", left_rank_,
                  " has ", theirs[0], " buffers, this rank ", n, " (different calls?)");
   }
-  t[1] = Transfer::recv(left_, theirs.data() + 1, 2 * n * 8);
+  t[1] = Transfer::recv(left_, theirs.data() + 1, (theirs.size() - 1) * 8);
   ctx_.progress.finish(&t[1], 1);
+  if (theirs[1] != mine[1]) {
+    CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring: rank ", left_rank_,
+                 " runs another kind of call (data type, reduce op or phases differ)");
+  }
   pieces_.peer_src.resize(n);
   pieces_.peer_acc.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    pieces_.peer_src[i] = theirs[1 + 2 * i];
-    pieces_.peer_acc[i] = theirs[2 + 2 * i];
+    const uint64_t* piece = &theirs[kHead + kPer * i];
+    if (piece[2] != mine[kHead + kPer * i + 2]) {
+      CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring: buffer ", i, " of rank ",
+                   left_rank_, " has ", piece[2], " bytes, this rank's ",
+                   mine[kHead + kPer * i + 2], " (different counts on different ranks?)");
+    }
+    pieces_.peer_src[i] = piece[0];
+    pieces_.peer_acc[i] = piece[1];
   }
 }
 

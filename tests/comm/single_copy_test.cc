@@ -233,6 +233,46 @@ TEST(SingleCopyParts, BadPartsAreInvalidArguments) {
   EXPECT_EQ(b[0], 3.0f);
 }
 
+// Ranks that were given different calls must not read past each other's buffers: the
+// buffer lengths and the call's kind are exchanged with the addresses and compared, and
+// every rank gets an IoError.
+TEST(SingleCopyMismatch, DifferentCountsOrTypesAreIoErrorsOnEveryRank) {
+  struct Case {
+    size_t count[2];
+    DataType type[2];
+    const char* expected;
+  };
+  const Case cases[] = {
+      {{kMiB / 4, kMiB / 2}, {DataType::kFloat32, DataType::kFloat32},
+       "(different counts on different ranks?)"},
+      {{kMiB / 4, kMiB / 4}, {DataType::kFloat32, DataType::kInt32},
+       "runs another kind of call (data type, reduce op or phases differ)"},
+  };
+  for (const Case& c : cases) {
+    auto group = shm_group(2, true);
+    std::vector<std::vector<char>> buf(2, std::vector<char>(kMiB * 2));
+    std::string errors[2];
+    group->run([&](int r, Communicator& comm) {
+      try {
+        comm.allreduce(buf[r].data(), buf[r].data(), c.count[r], c.type[r], ReduceOp::kSum);
+      } catch (const IoError& e) {
+        errors[r] = e.what();
+      }
+    });
+    // The rank that sees the difference first aborts the links, so the other may learn of it
+    // as "the peer aborted the link" before it reads the reason itself.
+    int told = 0;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE((*group)[r].single_copy()) << "rank " << r;
+      const bool reason = errors[r].find(c.expected) != std::string::npos;
+      told += reason;
+      EXPECT_TRUE(reason || errors[r].find("the peer aborted the link") != std::string::npos)
+          << "rank " << r << ": " << errors[r];
+    }
+    EXPECT_GE(told, 1) << c.expected;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, SingleCopyTest, ::testing::Values(2, 3, 5),
                          [](const auto& info) { return std::to_string(info.param); });
 
