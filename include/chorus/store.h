@@ -1,7 +1,8 @@
 // Rendezvous: a key-value store that the ranks of a job use to find each other, and the
 // per-job secret that authenticates every connection (to the store and between peers).
 //
-// Values are arbitrary bytes. Keys are at most 4096 bytes, values at most 64 MiB.
+// Values are arbitrary bytes. Keys are at most 4096 bytes, values at most 64 MiB, and one
+// check() or wait() names at most 65536 keys (InvalidArgument beyond).
 // Thread safety: a Store may be used by several threads at once.
 #pragma once
 

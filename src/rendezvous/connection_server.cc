@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <system_error>
 #include <utility>
 
@@ -81,7 +82,13 @@ void ConnectionServer::accept_loop() {
     int rc = ::poll(fds, 2, timeout_ms);
     if (stopping_) break;
     reap_finished();
-    if (rc > 0 && (fds[0].revents & POLLIN)) accept_one();
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+      try {
+        accept_one();
+      } catch (const std::exception& e) {  // e.g. std::bad_alloc: refuse one, keep accepting
+        CHORUS_LOG(kWarning, options_.log_tag) << "accept failed: " << e.what();
+      }
+    }
   }
 }
 
@@ -107,14 +114,16 @@ void ConnectionServer::accept_one() {
                               << conns_.size() << " clients (max_clients)";
     return;
   }
-  Connection* raw = conn.get();
+  // Listed before its thread starts, so that no failure here (push_back's std::bad_alloc)
+  // can free a record that a running thread uses.
+  conns_.push_back(std::move(conn));
+  Connection* raw = conns_.back().get();
   try {
     raw->thread = std::thread([this, raw] { run(*raw); });
   } catch (const std::system_error& e) {  // out of threads: refuse this one, keep serving
     CHORUS_LOG(kWarning, tag) << "refused " << raw->peer << ": " << e.what();
-    return;
+    conns_.pop_back();
   }
-  conns_.push_back(std::move(conn));
 }
 
 void ConnectionServer::reap_finished() {
@@ -131,7 +140,21 @@ void ConnectionServer::reap_finished() {
 }
 
 void ConnectionServer::run(Connection& conn) {
-  handler_(conn);
+  // Owners catch their own errors; this is the backstop. An exception that left this thread
+  // would std::terminate the whole server (the store, and with it the job) for one peer.
+  try {
+    handler_(conn);
+  } catch (const std::exception& e) {
+    if (!stopping_) {
+      CHORUS_LOG(kWarning, options_.log_tag)
+          << "dropped connection from " << conn.peer << ": " << e.what();
+    }
+  } catch (...) {
+    if (!stopping_) {
+      CHORUS_LOG(kWarning, options_.log_tag)
+          << "dropped connection from " << conn.peer << ": unknown exception";
+    }
+  }
   // Tell the peer now; the descriptor itself is closed when the acceptor reaps this
   // record, so stop() can never shutdown() a number the kernel has reused.
   ::shutdown(conn.fd.get(), SHUT_RDWR);

@@ -8,6 +8,10 @@
 // confined to its own thread. Past Options::max_clients live records, a new socket is
 // refused with a warning (as it is when no thread can be started).
 //
+// A handler should catch its own errors; one that throws anyway (any exception) has it
+// logged as a dropped connection, and the server keeps serving (never std::terminate). An
+// exception in accept or on_accept likewise refuses that one socket.
+//
 // Descriptor rule: when the handler returns, the connection's thread shutdown()s the socket
 // (the peer learns now) and sets `done`; the descriptor itself is closed only when the
 // acceptor (or stop()) reaps the record, so stop() can never shutdown() a number the kernel

@@ -69,7 +69,10 @@ std::string decode_file(const Secret& secret, const std::string& key, const std:
   if (r.u32() != kFileMagic || r.u32() != kFileVersion) fail("bad magic or version");
   uint32_t key_size = r.u32();
   uint64_t value_size = r.u32() | (static_cast<uint64_t>(r.u32()) << 32);
-  if (kFileHeaderBytes + key_size + value_size != body_size) fail("bad lengths");
+  // Compared by subtraction: value_size is 64-bit, so a sum could wrap and pass, and then
+  // substr() below would throw std::out_of_range instead of this AuthError.
+  const size_t room = body_size - kFileHeaderBytes;  // the size check above keeps it >= 0
+  if (key_size > room || value_size != room - key_size) fail("bad lengths");
   if (body.compare(kFileHeaderBytes, key_size, key) != 0) fail("written for another key");
   return body.substr(kFileHeaderBytes + key_size);
 }

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,10 @@
 
 namespace chorus::rendezvous {
 namespace {
+
+constexpr size_t kFirstChunkBytes = size_t{1} << 20;  // read_frame's first buffer step
+// strs() reserves at most this many entries up front; longer lists grow as they parse.
+constexpr uint32_t kListReserve = 1024;
 
 void put_le(unsigned char* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xff);
@@ -73,8 +78,17 @@ bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what
   if (got < sizeof(header)) net::recv_all(fd, header + got, sizeof(header) - got, deadline, what);
   FrameHeader h = decode_header(header, max_length);  // checked before allocating
   out.type = h.type;
-  out.payload.assign(h.length, '\0');
-  if (h.length > 0) net::recv_all(fd, out.payload.data(), h.length, deadline, what);
+  // Grow the buffer as the payload arrives (1 MiB, then doubling) instead of allocating the
+  // announced length up front: a peer that announces 64 MiB and trickles bytes then holds
+  // at most about twice what it has sent, not 64 MiB per connection until the timeout.
+  out.payload.clear();
+  size_t have = 0;
+  while (have < h.length) {
+    size_t step = std::min<size_t>(h.length - have, std::max(have, kFirstChunkBytes));
+    out.payload.resize(have + step);
+    net::recv_all(fd, out.payload.data() + have, step, deadline, what);
+    have += step;
+  }
   return true;
 }
 
@@ -137,13 +151,18 @@ std::string PayloadReader::str() {
 
 std::vector<std::string> PayloadReader::strs() {
   uint32_t count = u32();
+  if (count > kMaxListStrings) {
+    CHORUS_THROW(IoError, "malformed payload: list of ", count, " strings is over the limit of ",
+                 kMaxListStrings);
+  }
   // Each entry needs at least its 4-byte length: refuse counts the payload cannot hold.
   if (count > (data_.size() - pos_) / 4) {
     CHORUS_THROW(IoError, "malformed payload: list of ", count, " strings in ", data_.size() - pos_,
                  " bytes");
   }
+  // An empty string costs 4 bytes on the wire but 32 here: reserve only a little up front.
   std::vector<std::string> out;
-  out.reserve(count);
+  out.reserve(std::min(count, kListReserve));
   for (uint32_t i = 0; i < count; ++i) out.push_back(str());
   return out;
 }

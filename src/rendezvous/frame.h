@@ -19,6 +19,9 @@ namespace chorus::rendezvous {
 constexpr uint32_t kFrameMagic = 0x53524843;  // bytes "CHRS" read as little-endian
 constexpr uint16_t kFrameVersion = 1;
 constexpr size_t kFrameHeaderBytes = 12;
+// The longest list PayloadReader::strs() accepts (docs/wire_format.md): with entries of 4
+// bytes each, a 64 MiB frame could otherwise announce 16.7 M strings.
+constexpr uint32_t kMaxListStrings = 65536;
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
@@ -40,7 +43,9 @@ FrameHeader decode_header(const unsigned char in[kFrameHeaderBytes], uint32_t ma
 void write_frame(int fd, uint16_t type, const std::string& payload, Deadline deadline,
                  const char* what);
 // Reads one frame. Returns false when the peer closed the stream cleanly before the first
-// header byte (a normal disconnect); a stream that ends mid-frame is an IoError.
+// header byte (a normal disconnect); a stream that ends mid-frame is an IoError. The payload
+// buffer grows as bytes arrive, never far ahead of them, so a peer that announces a large
+// frame and then trickles holds little memory.
 bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what, Frame& out);
 
 // Builds a payload: integers little-endian, strings as uint32 length + bytes.
@@ -57,8 +62,9 @@ class PayloadWriter {
   std::string out_;
 };
 
-// Parses a payload. Every length is checked against the bytes left, so a malformed payload
-// is an IoError, never an out-of-bounds read or a huge allocation.
+// Parses a payload. Every length is checked against the bytes left, and a list against
+// kMaxListStrings, so a malformed payload is an IoError, never an out-of-bounds read or a
+// huge allocation.
 class PayloadReader {
  public:
   explicit PayloadReader(const std::string& payload) : data_(payload) {}

@@ -15,6 +15,8 @@ void check_key(const std::string& key) {
 }
 
 void check_keys(const std::vector<std::string>& keys) {
+  CHORUS_CHECK_ARG(keys.size() <= kMaxKeys, "a store key list holds at most ", kMaxKeys,
+                   " keys; got ", keys.size());
   for (const auto& k : keys) check_key(k);
 }
 
@@ -36,11 +38,14 @@ std::string quote_key(const std::string& key) {
 }
 
 std::string quote_keys(const std::vector<std::string>& keys) {
+  // A list may hold kMaxKeys keys: naming them all would make a megabytes-long message.
+  constexpr size_t kShown = 16;
   std::string out;
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) {
     if (i) out += ", ";
     out += quote_key(keys[i]);
   }
+  if (keys.size() > kShown) out += " and " + std::to_string(keys.size() - kShown) + " more";
   return out;
 }
 

@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/frame.h"
+
 namespace chorus::rendezvous {
 
 constexpr size_t kMaxKeyBytes = 4096;
 constexpr size_t kMaxValueBytes = 64u << 20;
+// Most keys in one check() or wait(): the longest list a frame may carry (frame.h).
+constexpr size_t kMaxKeys = kMaxListStrings;
 // Room in a frame for everything but the value: the key and the length fields.
 constexpr uint32_t kFrameOverheadBytes = kMaxKeyBytes + 64;
 // Waits longer than this are clamped, so a deadline never overflows the clock.
@@ -32,10 +36,12 @@ enum class StoreOp : uint16_t {
 
 // Throws InvalidArgument when the key is empty or longer than kMaxKeyBytes.
 void check_key(const std::string& key);
+// Throws InvalidArgument when a key is bad or there are more than kMaxKeys of them.
 void check_keys(const std::vector<std::string>& keys);
 // A key as it should appear in a message: quoted, non-printable bytes escaped, long keys
 // shortened, so a binary key cannot garble a log line.
 std::string quote_key(const std::string& key);
+// The first 16 keys, quoted, then "and N more".
 std::string quote_keys(const std::vector<std::string>& keys);
 // Parses the decimal integer stored by add(); InvalidArgument names the key otherwise.
 int64_t parse_counter(const std::string& key, const std::string& value);

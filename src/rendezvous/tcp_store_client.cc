@@ -6,6 +6,7 @@
 // later call fails fast with IoError instead of reading someone else's reply.
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 
 #include "chorus/error.h"
@@ -72,7 +73,7 @@ Frame TcpStoreClient::Impl::call(StoreOp op, const std::string& payload, Deadlin
   }
   try {
     return exchange(op, payload, deadline, what);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // chorus errors, and std::bad_alloc mid-reply alike
     broken = e.what();
     fd.reset();
     throw;
@@ -96,19 +97,30 @@ Frame TcpStoreClient::Impl::exchange(StoreOp op, const std::string& payload, Dea
 
 namespace {
 
-// Turns kError / kTimeout replies into exceptions; returns the kOk payload reader's frame.
+// Turns kError / kTimeout replies into exceptions. Every reply is parsed to its last byte
+// (PayloadReader::finish): trailing bytes mean a server out of step or not ours (IoError).
 void throw_unless_ok(const Frame& reply, const std::string& what,
                      std::chrono::milliseconds timeout) {
   if (reply.type == static_cast<uint16_t>(StoreOp::kError)) {
     PayloadReader in(reply.payload);
-    CHORUS_THROW(InvalidArgument, what, " refused by the store: ", in.str());
+    std::string message = in.str();
+    in.finish();
+    CHORUS_THROW(InvalidArgument, what, " refused by the store: ", message);
   }
   if (reply.type == static_cast<uint16_t>(StoreOp::kTimeout)) {
     PayloadReader in(reply.payload);
     auto missing = in.strs();
+    in.finish();
     CHORUS_THROW(TimeoutError, what, " timed out after ", timeout.count(),
                  " ms; missing keys: ", rendezvous::quote_keys(missing));
   }
+}
+
+// For replies whose kOk payload is empty (set, wait).
+void expect_empty_ok(const Frame& reply, const std::string& what,
+                     std::chrono::milliseconds timeout) {
+  throw_unless_ok(reply, what, timeout);
+  PayloadReader(reply.payload).finish();
 }
 
 // Time the server gets to answer after a waiting request's own timeout has passed.
@@ -137,7 +149,7 @@ void TcpStoreClient::set(const std::string& key, const std::string& value) {
                    rendezvous::kMaxValueBytes);
   std::string what = "set(" + rendezvous::quote_key(key) + ")";
   auto payload = PayloadWriter().str(key).str(value).take();
-  throw_unless_ok(impl_->call(StoreOp::kSet, payload, impl_->op_deadline(), what), what, {});
+  expect_empty_ok(impl_->call(StoreOp::kSet, payload, impl_->op_deadline(), what), what, {});
 }
 
 std::string TcpStoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -195,7 +207,7 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
   std::string what = "wait(" + rendezvous::quote_keys(keys) + ")";
   auto payload = PayloadWriter().strs(keys).i64(timeout.count()).take();
   Frame reply = impl_->call(StoreOp::kWait, payload, Deadline::after(timeout + kReplyGrace), what);
-  throw_unless_ok(reply, what, timeout);
+  expect_empty_ok(reply, what, timeout);
 }
 
 }  // namespace chorus

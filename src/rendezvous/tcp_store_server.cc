@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <memory>
 
 #include "chorus/error.h"
@@ -108,6 +109,10 @@ void TcpStoreServer::Impl::serve(Connection& conn) {
            handle(conn, request)) {
     }
   } catch (const Error& e) {  // bad handshake, bad frame, malformed payload, stalled sender
+    reject(conn, e.what());
+  } catch (const std::exception& e) {
+    // Anything else (std::bad_alloc, say) must cost this connection, not the whole store:
+    // escaping the thread would std::terminate every rank's rendezvous.
     reject(conn, e.what());
   }
   // ConnectionServer now shutdown()s the socket and marks the record done.

@@ -10,6 +10,8 @@
 
 #include "chorus/error.h"
 #include "chorus/store.h"
+#include "rendezvous/crypto.h"
+#include "rendezvous/frame.h"
 #include "test_util.h"
 
 namespace chorus {
@@ -98,6 +100,32 @@ TEST_F(FileStoreTest, FileMovedToAnotherKeysNameIsRejected) {
   ASSERT_FALSE(other_file.empty());
   fs::copy_file(other_file, victim_file, fs::copy_options::overwrite_existing);
   expect_integrity_error(store, "victim");
+}
+
+// A file with a valid MAC (so only a secret holder could write it) whose lengths add up only
+// modulo 2^64: key length 5 over a 4-byte remainder, value length 2^64 - 1. The sum check
+// used to pass, and substr() then threw std::out_of_range instead of a chorus error.
+TEST_F(FileStoreTest, LengthsThatWrapAroundAreRejected) {
+  FileStore store(dir(), secret_);
+  store.set("kkkk", "v");
+  std::string path = only_value_file(dir());
+  std::string body = rendezvous::PayloadWriter()
+                         .u32(0x53464843)  // "CHFS"
+                         .u32(1)           // version 1, then the zero u16
+                         .u32(5)           // key length: one byte past the end
+                         .u32(0xFFFFFFFFu)
+                         .u32(0xFFFFFFFFu)  // value length 2^64 - 1
+                         .take() +
+                     "kkkk";
+  write_all(path, body + rendezvous::hmac_sha256(secret_.bytes(),
+                                                 std::string("chorus-file-v1", 15) + body));
+  try {
+    store.get("kkkk", milliseconds(100));
+    FAIL() << "a file whose lengths wrap around was accepted";
+  } catch (const AuthError& e) {  // an IoError, as for any other damaged file
+    EXPECT_NE(std::string(e.what()).find("integrity check (bad lengths)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(FileStoreTest, AnotherSecretCannotReadOrForge) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "chorus/error.h"
 #include "test_util.h"
@@ -76,6 +77,41 @@ TEST(Frame, StreamEndingMidFrameIsIoError) {
   EXPECT_THROW(read_frame(b.get(), 100, Deadline::after(milliseconds(5000)), "test", f), IoError);
 }
 
+// A connected pair of sockets: first writes, second reads.
+std::pair<net::Fd, net::Fd> socket_pair() {
+  net::Fd listener = net::listen_tcp("127.0.0.1", 0);
+  net::Fd a = testing::raw_connect(net::local_port(listener.get()));
+  return {std::move(a), net::accept_tcp(listener.get(), Deadline::after(milliseconds(5000)))};
+}
+
+TEST(Frame, BufferFollowsTheBytesThatArriveNotTheAnnouncedLength) {
+  auto [a, b] = socket_pair();
+  unsigned char header[kFrameHeaderBytes];
+  encode_header({kFrameMagic, kFrameVersion, 1, 64u << 20}, header);
+  testing::send_bytes(a.get(), std::string(reinterpret_cast<char*>(header), 12) + "abc");
+  a.reset();  // a peer that announces 64 MiB, sends 3 bytes and stops
+  Frame f;
+  EXPECT_THROW(read_frame(b.get(), 64u << 20, Deadline::after(milliseconds(5000)), "test", f),
+               IoError);
+  // Allocating the announced length up front let each such peer pin 64 MiB until timeout.
+  EXPECT_LE(f.payload.capacity(), size_t{2} << 20);
+}
+
+TEST(Frame, LargeFrameRoundTripsAcrossBufferSteps) {
+  auto [a, b] = socket_pair();
+  std::string payload((5u << 20) + 3, '\0');  // read as 1, 1, 2 MiB, then the rest
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 7 + i / 4096);
+  std::thread writer([&, fd = a.get()] {
+    write_frame(fd, 9, payload, Deadline::after(milliseconds(10000)), "test");
+  });
+  Frame f;
+  bool ok = read_frame(b.get(), 8u << 20, Deadline::after(milliseconds(10000)), "test", f);
+  writer.join();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(f.type, 9);
+  EXPECT_TRUE(f.payload == payload) << "payload of " << f.payload.size() << " bytes differs";
+}
+
 TEST(Payload, RoundTripsEveryField) {
   std::string payload =
       PayloadWriter().u8(9).u32(0xA1B2C3D4).i64(-5).str("key").strs({"a", "", "c"}).take();
@@ -98,6 +134,26 @@ TEST(Payload, RefusesLengthsPastTheEndAndTrailingBytes) {
   r.u8();
   EXPECT_THROW(r.finish(), IoError);
   EXPECT_THROW(PayloadReader("").i64(), IoError);
+}
+
+// One string more than kMaxListStrings, all empty: 4 bytes each on the wire, so a 64 MiB
+// frame could otherwise make the reader build 16.7 M strings.
+TEST(Payload, ListsAreCappedAtMaxListStrings) {
+  std::vector<std::string> at_limit(kMaxListStrings);
+  std::string payload = PayloadWriter().strs(at_limit).take();
+  PayloadReader ok(payload);
+  EXPECT_EQ(ok.strs().size(), kMaxListStrings);
+  EXPECT_NO_THROW(ok.finish());
+  at_limit.emplace_back();
+  payload = PayloadWriter().strs(at_limit).take();
+  try {
+    PayloadReader(payload).strs();
+    FAIL() << "a list of " << at_limit.size() << " strings was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("65537 strings is over the limit of 65536"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -212,6 +212,39 @@ TEST_P(StoreTest, KeyAndValueSizeLimits) {
   EXPECT_FALSE(store->check({"too-big"}));
 }
 
+// A caller's over-long key list is its own mistake (InvalidArgument), refused before a
+// byte is sent; a server would drop the connection for it.
+TEST_P(StoreTest, KeyListLimit) {
+  auto store = connect();
+  EXPECT_FALSE(store->check(std::vector<std::string>(65536, "k")));
+  std::vector<std::string> too_many(65537, "k");
+  for (const char* call : {"check", "wait"}) {
+    try {
+      if (call == std::string("check")) {
+        store->check(too_many);
+      } else {
+        store->wait(too_many, milliseconds(10));
+      }
+      ADD_FAILURE() << call << " accepted a list of 65537 keys";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("at most 65536 keys; got 65537"), std::string::npos)
+          << e.what();
+    }
+  }
+  store->set("k", "v");  // a TCP client's connection is still usable
+  EXPECT_TRUE(store->check({"k"}));
+  // A timeout on a full list names a few keys, not all 65536.
+  try {
+    store->wait(std::vector<std::string>(65536, "absent"), milliseconds(10));
+    ADD_FAILURE() << "wait on absent keys returned";
+  } catch (const TimeoutError& e) {
+    std::string what = e.what();
+    EXPECT_LT(what.size(), 1000u) << what.substr(0, 200) << "...";
+    EXPECT_NE(what.find("missing keys: 'absent', "), std::string::npos) << what;
+    EXPECT_NE(what.find(" and 65520 more"), std::string::npos) << what;
+  }
+}
+
 TEST_P(StoreTest, PrefixStoreKeepsNamespacesApart) {
   auto store = connect();
   PrefixStore first("restart0/", *store), second("restart1/", *store);

@@ -1,9 +1,12 @@
 // Hostile and broken clients against a real TcpStoreServer over loopback. Each test checks
 // both halves of the promise: the bad connection is dropped and counted, and the server
-// still serves a good client afterwards.
+// still serves a good client afterwards. At the end, the other side: a fake store feeds a
+// real client malformed replies.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "chorus/error.h"
@@ -116,6 +119,89 @@ TEST_F(TcpStoreSecurityTest, BadFrameMagicVersionTypeOrPayloadIsDropped) {
   }
   expect_rejections(bad.size());
   expect_still_serving();
+}
+
+// Lists over kMaxListStrings drop the connection before the server builds them: 250000
+// empty keys (1 MB on the wire; 64 MiB of them used to cost a 537 MB reserve) and a wait
+// on 65537 keys that are each valid.
+TEST_F(TcpStoreSecurityTest, KeyListsOverTheLimitAreDropped) {
+  std::vector<std::pair<rendezvous::StoreOp, std::string>> bad = {
+      {rendezvous::StoreOp::kCheck,
+       rendezvous::PayloadWriter().strs(std::vector<std::string>(250000)).take()},
+      {rendezvous::StoreOp::kWait,
+       rendezvous::PayloadWriter().strs(std::vector<std::string>(65537, "k")).i64(0).take()},
+  };
+  for (const auto& [op, payload] : bad) {
+    net::Fd fd = authenticated_socket();
+    rendezvous::write_frame(fd.get(), static_cast<uint16_t>(op), payload,
+                            Deadline::after(milliseconds(5000)), "test");
+    EXPECT_TRUE(closed_by_peer(fd.get())) << "request type " << static_cast<int>(op);
+  }
+  expect_rejections(bad.size());
+  expect_still_serving();
+}
+
+// A stand-in for the store that passes the handshake and answers the client's requests
+// with `replies`, in order, so that a test can hand the client malformed replies.
+class FakeStore {
+ public:
+  FakeStore(const Secret& secret, std::vector<rendezvous::Frame> replies)
+      : listener_(net::listen_tcp("127.0.0.1", 0)) {
+    thread_ = std::thread([this, secret, replies = std::move(replies)] {
+      try {
+        auto deadline = [] { return Deadline::after(milliseconds(5000)); };
+        net::Fd fd = net::accept_tcp(listener_.get(), deadline());
+        rendezvous::authenticate_server(fd.get(), secret, rendezvous::kStorePurpose, deadline());
+        rendezvous::Frame request;
+        for (const auto& reply : replies) {
+          if (!rendezvous::read_frame(fd.get(), 1 << 20, deadline(), "fake", request)) return;
+          rendezvous::write_frame(fd.get(), reply.type, reply.payload, deadline(), "fake");
+        }
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    });
+  }
+  ~FakeStore() {
+    thread_.join();
+    EXPECT_EQ(error_, "") << "the fake store failed";
+  }
+  uint16_t port() const { return net::local_port(listener_.get()); }
+
+ private:
+  net::Fd listener_;
+  std::string error_;  // written by thread_, read after join
+  std::thread thread_;
+};
+
+TEST_F(TcpStoreSecurityTest, ClientRefusesRepliesWithTrailingBytes) {
+  auto reply = [](rendezvous::StoreOp op, std::string payload) {
+    return rendezvous::Frame{static_cast<uint16_t>(op), std::move(payload)};
+  };
+  using rendezvous::PayloadWriter;
+  using rendezvous::StoreOp;
+  // One reply per call below, each a valid reply plus trailing bytes (kOk is empty for
+  // set and wait).
+  FakeStore fake(secret_, {reply(StoreOp::kOk, "x"), reply(StoreOp::kOk, std::string(1, '\0')),
+                           reply(StoreOp::kTimeout, PayloadWriter().strs({"k"}).take() + "zz"),
+                           reply(StoreOp::kError, PayloadWriter().str("no").take() + "z")});
+  TcpStoreClient client("127.0.0.1", fake.port(), secret_, milliseconds(5000));
+  std::vector<std::function<void()>> calls = {
+      [&] { client.set("k", "v"); },
+      [&] { client.wait({"k"}, milliseconds(100)); },
+      [&] { client.wait({"k"}, milliseconds(100)); },
+      [&] { client.check({"k"}); },
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    try {
+      calls[i]();
+      ADD_FAILURE() << "call " << i << " accepted a reply with trailing bytes";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("trailing bytes"), std::string::npos) << e.what();
+    } catch (const Error& e) {  // e.g. the TimeoutError or InvalidArgument the reply claims
+      ADD_FAILURE() << "call " << i << " threw another error: " << e.what();
+    }
+  }
 }
 
 TEST_F(TcpStoreSecurityTest, WrongSecretFailsOnBothEnds) {
