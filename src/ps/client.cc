@@ -29,6 +29,22 @@ std::vector<wire::Piece> shard_pieces(const PartLayout& part,
   return bulk;
 }
 
+// Reads a kOk reply's fields with `read`; they must be all there is. A reply that does not
+// parse, or a layout that breaks the limits, comes from a broken or hostile ps:
+// UnavailableError, as for any other broken connection (the client is unusable after it).
+template <typename F>
+void parse_reply(const PsConnection& conn, const std::string& meta, const char* what, F&& read) {
+  PayloadReader in(meta);
+  try {
+    read(in);
+    in.finish();
+  } catch (const IoError& e) {
+    CHORUS_THROW(UnavailableError, conn.name(), " sent a malformed ", what, ": ", e.what());
+  } catch (const InvalidArgument& e) {
+    CHORUS_THROW(UnavailableError, conn.name(), " sent an invalid ", what, ": ", e.what());
+  }
+}
+
 }  // namespace
 
 void PsClient::Impl::require_layout(const char* what) const {
@@ -86,15 +102,18 @@ bool PsClient::Impl::collect_layouts() {
     if (conn.has_part) return;
     conn.send(wire::Type::kLayout, {});
     std::string meta = conn.receive_meta();
-    PayloadReader in(meta);
-    try {
-      if (in.u8() == 0) return;
-      conn.part = get_part(in);
-      conn.config = get_config(in);
-      in.finish();
-    } catch (const IoError& e) {
-      CHORUS_THROW(UnavailableError, conn.name(), " sent a malformed layout: ", e.what());
-    }
+    bool created = false;
+    PartLayout part;
+    PsConfig config;
+    parse_reply(conn, meta, "layout", [&](PayloadReader& in) {
+      created = in.u8() != 0;
+      if (!created) return;
+      part = get_part(in);
+      config = get_config(in);
+    });
+    if (!created) return;
+    conn.part = std::move(part);
+    conn.config = config;
     conn.has_part = true;
   });
   return std::all_of(ps.begin(), ps.end(), [](const auto& c) { return c->has_part; });
@@ -170,8 +189,9 @@ int64_t PsClient::pull(const std::vector<float*>& dst, int64_t min_version) {
                        static_cast<size_t>(s.length) * sizeof(float)});
     }
     conn.recv_bulk(slots);  // straight into the caller's arrays
-    PayloadReader in(meta);
-    versions[static_cast<size_t>(conn.index())] = in.i64();
+    parse_reply(conn, meta, "pull reply", [&](PayloadReader& in) {
+      versions[static_cast<size_t>(conn.index())] = in.i64();
+    });
   });
   return *std::min_element(versions.begin(), versions.end());
 }
@@ -198,8 +218,9 @@ PsStats PsClient::stats(int ps_index) {
   impl_->each([&](PsConnection& conn) {
     conn.send(wire::Type::kStats, {});
     std::string meta = conn.receive_meta();
-    PayloadReader in(meta);
-    stats = PsStats{in.i64(), in.i64(), in.i64(), in.i64()};
+    parse_reply(conn, meta, "stats reply", [&](PayloadReader& in) {
+      stats = PsStats{in.i64(), in.i64(), in.i64(), in.i64()};  // braced: read in order
+    });
   }, ps_index);
   return stats;
 }

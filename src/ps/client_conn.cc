@@ -67,10 +67,12 @@ void PsConnection::send(wire::Type type, const std::string& meta,
                         const std::vector<wire::Piece>& bulk) {
   Deadline deadline = Deadline::after(timeout_);
   connect(deadline);
+  sent_bulk_ = false;
+  for (const wire::Piece& p : bulk) sent_bulk_ = sent_bulk_ || p.bytes > 0;
   guarded([&] { wire::send(fd_.get(), type, meta, bulk, deadline, "ps request"); });
 }
 
-std::string PsConnection::receive(uint64_t& bulk_bytes, std::chrono::milliseconds extra) {
+std::string PsConnection::receive(uint64_t bulk_bytes, std::chrono::milliseconds extra) {
   if (!fd_.valid()) unavailable("not connected (an earlier request failed)");
   wire::Header header;
   std::string meta;
@@ -79,10 +81,19 @@ std::string PsConnection::receive(uint64_t& bulk_bytes, std::chrono::millisecond
       CHORUS_THROW(IoError, "connection closed by the server");
     }
   });
+  // Only a kOk reply carries data. Any other with bulk leaves unread bytes in the stream,
+  // which the next reply would be read from: the connection is broken.
+  if (header.type != wire::Type::kOk && header.bulk_bytes != 0) {
+    unavailable("reply type " + std::to_string(static_cast<int>(header.type)) + " carries " +
+                std::to_string(header.bulk_bytes) + " bytes of data (" + reply_message(meta) + ")");
+  }
   switch (header.type) {
     case wire::Type::kOk:
       break;
     case wire::Type::kError:
+      // A ps that refused a request before reading its bulk closes the connection after
+      // this reply: start afresh on the next call rather than fail on a closed socket.
+      if (sent_bulk_) fd_.reset();
       CHORUS_THROW(InvalidArgument, name(), ": ", reply_message(meta));
     case wire::Type::kTimeout:
       CHORUS_THROW(TimeoutError, name(), ": ", reply_message(meta));
@@ -91,18 +102,14 @@ std::string PsConnection::receive(uint64_t& bulk_bytes, std::chrono::millisecond
     default:
       unavailable("unexpected reply type " + std::to_string(static_cast<int>(header.type)));
   }
-  if (bulk_bytes != header.bulk_bytes && bulk_bytes != UINT64_MAX) {
+  if (bulk_bytes != header.bulk_bytes) {
     unavailable("reply carries " + std::to_string(header.bulk_bytes) + " bytes, the layout needs " +
                 std::to_string(bulk_bytes));
   }
-  bulk_bytes = header.bulk_bytes;
   return meta;
 }
 
-std::string PsConnection::receive_meta() {
-  uint64_t none = 0;
-  return receive(none);
-}
+std::string PsConnection::receive_meta() { return receive(0); }
 
 void PsConnection::recv_bulk(const std::vector<wire::Slot>& slots) {
   guarded([&] { wire::recv_bulk(fd_.get(), slots, Deadline::after(timeout_), "ps reply"); });

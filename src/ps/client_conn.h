@@ -28,10 +28,11 @@ class PsConnection {
   // Sends one request (connecting first if needed).
   void send(wire::Type type, const std::string& meta, const std::vector<wire::Piece>& bulk = {});
   // Reads a reply's header and meta, waiting up to the timeout plus `extra` (a pull's
-  // server-side wait). Throws InvalidArgument (kError), TimeoutError (kTimeout),
-  // UnavailableError (kStopping, or a reply whose bulk is not `bulk_bytes` when that is
-  // given as >= 0).
-  std::string receive(uint64_t& bulk_bytes, std::chrono::milliseconds extra = {});
+  // server-side wait). Throws InvalidArgument (kError; the connection is closed when the
+  // request carried bulk, as the ps may have dropped it), TimeoutError (kTimeout),
+  // UnavailableError (kStopping, a reply other than kOk that carries bulk, or a kOk whose
+  // bulk is not exactly `bulk_bytes`, which the caller knows from the layout).
+  std::string receive(uint64_t bulk_bytes, std::chrono::milliseconds extra = {});
   // A reply without bulk.
   std::string receive_meta();
   void recv_bulk(const std::vector<wire::Slot>& slots);
@@ -55,6 +56,7 @@ class PsConnection {
   Secret secret_;
   std::chrono::milliseconds timeout_;
   net::Fd fd_;
+  bool sent_bulk_ = false;  // the last request carried bulk
 };
 
 }  // namespace chorus::ps

@@ -31,16 +31,10 @@ std::map<std::string, std::string> PsClient::save_state() {
   std::vector<std::string> files(impl_->ps.size());
   impl_->each([&](PsConnection& conn) {
     conn.send(wire::Type::kSave, {});
-    uint64_t bytes = UINT64_MAX;  // any size: bounded below by the layout
+    // The layout fixes the file's size exactly: any other size is refused (as a broken
+    // connection) before anything is allocated for it.
+    const uint64_t bytes = state_file_size(conn.part, conn.config);
     conn.receive(bytes);
-    // The header is small next to the floats; a reply far larger than the layout allows
-    // is refused before allocating.
-    uint64_t limit = static_cast<uint64_t>(state_floats(conn.part, conn.config.optimizer)) *
-                         sizeof(float) + 2 * uint64_t{wire::kMaxMetaBytes};
-    if (bytes > limit) {
-      CHORUS_THROW(UnavailableError, conn.name(), " sent a state of ", bytes,
-                   " bytes, more than its layout can need");
-    }
     std::string& file = files[static_cast<size_t>(conn.index())];
     file.resize(static_cast<size_t>(bytes));
     conn.recv_bulk({{file.data(), file.size()}});

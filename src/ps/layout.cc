@@ -33,7 +33,7 @@ void check_tiling(const std::vector<VariableSpec>& variables, std::vector<Shard>
                      s.offset);
     CHORUS_CHECK_ARG(!complete || s.offset == end, "layout: elements [", end, ", ", s.offset,
                      ") of variable '", v.name, "' are in no shard");
-    end = s.offset + s.length;
+    end = s.offset + s.length;  // at most numel: no overflow
   }
   for (size_t i = 0; complete && i < variables.size(); ++i) {
     CHORUS_CHECK_ARG(covered[i] == variables[i].numel, "layout: elements [", covered[i], ", ",
@@ -50,9 +50,18 @@ int64_t max_elements_per_ps() {
   return limit;
 }
 
+bool add_elements(int64_t& total, int64_t length, int64_t limit) {
+  return length >= 0 && !__builtin_add_overflow(total, length, &total) && total <= limit;
+}
+
+// Every PartLayout has passed get_part or check_layout, so the sum is at most 2^40; the
+// check is a backstop against a layout built some other way.
 int64_t PartLayout::elements() const {
   int64_t n = 0;
-  for (const Shard& s : shards) n += s.length;
+  for (const Shard& s : shards) {
+    CHORUS_CHECK_ARG(add_elements(n, s.length, INT64_MAX), "layout: the shards of ps ", ps_index,
+                     " hold more than 2^63 - 1 elements");
+  }
   return n;
 }
 
@@ -80,11 +89,10 @@ void check_layout(const std::vector<VariableSpec>& variables, const std::vector<
                      " is on ps ", s.ps, ", outside 0..", num_ps - 1);
   }
   check_tiling(variables, shards, true);
-  for (const Shard& s : shards) load[static_cast<size_t>(s.ps)] += s.length;
   const int64_t limit = max_elements_per_ps();
-  for (int p = 0; p < num_ps; ++p) {
-    CHORUS_CHECK_ARG(load[static_cast<size_t>(p)] <= limit, "layout: ps ", p, " would hold ",
-                     load[static_cast<size_t>(p)], " elements, over CHORUS_PS_MAX_ELEMENTS=", limit);
+  for (const Shard& s : shards) {
+    CHORUS_CHECK_ARG(add_elements(load[static_cast<size_t>(s.ps)], s.length, limit), "layout: ps ",
+                     s.ps, " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
   }
 }
 
@@ -153,8 +161,14 @@ PartLayout get_part(PayloadReader& in) {
     part.shards.push_back(Shard{variable, offset, in.i64(), part.ps_index});
   }
   check_tiling(part.variables, part.shards, false);
-  CHORUS_CHECK_ARG(part.elements() <= max_elements_per_ps(), "layout: ", part.elements(),
-                   " elements on one ps is over CHORUS_PS_MAX_ELEMENTS");
+  // Each numel may be up to 2^63 - 1, so the lengths are summed with an overflow check: a
+  // sum that wrapped would pass the limit and size the shards from the peer's numbers.
+  const int64_t limit = max_elements_per_ps();
+  int64_t total = 0;
+  for (const Shard& s : part.shards) {
+    CHORUS_CHECK_ARG(add_elements(total, s.length, limit), "layout: ps ", part.ps_index,
+                     " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
+  }
   return part;
 }
 

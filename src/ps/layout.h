@@ -22,6 +22,10 @@ constexpr int kMaxWorkers = 1 << 16;
 // CHORUS_PS_MAX_ELEMENTS (default 2^31): the float32 elements one ps may hold. Checked by
 // the client before create() sends anything and by the server before it allocates.
 int64_t max_elements_per_ps();
+// total += length when length >= 0 and the sum neither overflows nor passes `limit`;
+// false otherwise (`total` is then meaningless). Every sum of shard lengths goes through
+// it: a numel may be up to 2^63 - 1, so a plain sum of a peer's lengths can wrap.
+bool add_elements(int64_t& total, int64_t length, int64_t limit);
 
 struct PsConfig {
   OptimizerConfig optimizer;

@@ -25,15 +25,19 @@ void copy_floats(float* dst, const std::string& src, size_t& at, size_t n) {
 std::unique_ptr<Model> PsState::new_model(PartLayout part, PsConfig config) {
   auto model = std::make_unique<Model>();
   const int slots = slot_count(config.optimizer);
+  // get_part has checked the lengths already; summing them again with the check costs
+  // nothing and keeps a bad part from sizing the shards.
+  const int64_t limit = max_elements_per_ps();
   int64_t begin = 0;
   for (const Shard& s : part.shards) {
     auto shard = std::make_unique<ShardState>();
+    shard->begin = begin;
+    CHORUS_CHECK_ARG(add_elements(begin, s.length, limit), "layout: ps ", part.ps_index,
+                     " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
     const auto n = static_cast<size_t>(s.length);
     shard->values.resize(n);
     if (slots >= 1) shard->slot0.assign(n, 0.0f);
     if (slots >= 2) shard->slot1.assign(n, 0.0f);
-    shard->begin = begin;
-    begin += s.length;
     model->shards.push_back(std::move(shard));
   }
   model->elements = begin;
@@ -181,9 +185,7 @@ StateHeader PsState::header_locked() const {
 uint64_t PsState::state_file_bytes() const {
   std::shared_lock<std::shared_mutex> lock(model_mu_);
   CHORUS_CHECK_ARG(model_ != nullptr, "the parameter server has no variables yet");
-  std::lock_guard<std::mutex> round(round_mu_);
-  return encode_state_header(header_locked()).size() +
-         static_cast<uint64_t>(state_floats(model_->part, model_->config.optimizer)) * sizeof(float);
+  return state_file_size(model_->part, model_->config);  // what the client expects, too
 }
 
 std::string PsState::save() const {

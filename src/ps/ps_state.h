@@ -46,6 +46,7 @@ class PsState {
   };
 
   // A model with zeroed values and slots, ready to receive its initial values.
+  // InvalidArgument when the shards hold more than CHORUS_PS_MAX_ELEMENTS in all.
   static std::unique_ptr<Model> new_model(PartLayout part, PsConfig config);
   // Replaces the current model; version and counters start again at 0.
   void install(std::unique_ptr<Model> model);

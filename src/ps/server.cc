@@ -9,6 +9,7 @@
 #include "chorus/ps/server.h"
 
 #include <condition_variable>
+#include <exception>
 #include <memory>
 
 #include "chorus/error.h"
@@ -80,8 +81,13 @@ void ParameterServer::Impl::serve(Connection& conn) {
            wire::receive(fd, Deadline::after(default_timeout()), "ps request", header, meta) &&
            handle_request(ctx, header, meta)) {
     }
-  } catch (const Error& e) {  // bad handshake or frame, stalled or vanished client
-    if (!server.stopping()) CHORUS_LOG(kWarning, "ps") << "dropped connection from " << conn.peer << ": " << e.what();
+  } catch (const std::exception& e) {
+    // A bad handshake or frame, a stalled or vanished client, or a request that this ps
+    // cannot hold (std::bad_alloc): only this connection ends. Any exception that left
+    // this thread would terminate the ps and every other client's connection with it.
+    if (!server.stopping()) {
+      CHORUS_LOG(kWarning, "ps") << "dropped connection from " << conn.peer << ": " << e.what();
+    }
   }
   // ConnectionServer now shutdown()s the socket and marks the record done.
 }

@@ -53,6 +53,15 @@ std::string encode_state_header(const StateHeader& h) {
   return out + header;
 }
 
+uint64_t state_file_size(const PartLayout& part, const PsConfig& config) {
+  StateHeader h;
+  h.part = part;
+  h.config = config;
+  h.steps.assign(part.shards.size(), 0);
+  return encode_state_header(h).size() +
+         static_cast<uint64_t>(state_floats(part, config.optimizer)) * sizeof(float);
+}
+
 StateHeader decode_state(const std::string& file, size_t& floats_at) {
   CHORUS_CHECK_ARG(file.size() >= kPrefixBytes, "ps state file: truncated (", file.size(), " bytes)");
   CHORUS_CHECK_ARG(read_u32(file, 0) == kStateMagic, "ps state file: bad magic (not a ps state file)");

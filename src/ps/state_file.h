@@ -25,6 +25,10 @@ struct StateHeader {
 int64_t state_floats(const PartLayout& part, const OptimizerConfig& optimizer);
 // The file up to its floats.
 std::string encode_state_header(const StateHeader& header);
+// The exact size of the file of a ps holding `part` with `config`. Only the layout part
+// varies in size (the config, version and steps are fixed-size fields), so a client that
+// knows the layout knows the size of a save before it arrives.
+uint64_t state_file_size(const PartLayout& part, const PsConfig& config);
 // Parses and checks a whole file; `floats_at` is the byte offset of the first float.
 // InvalidArgument naming the problem (bad magic, truncated, sizes that do not add up).
 StateHeader decode_state(const std::string& file, size_t& floats_at);

@@ -1,10 +1,15 @@
-// Hostile and broken peers: a wrong secret, garbage, malformed or oversized frames. Each
-// connection is dropped and the server keeps serving well-behaved clients.
+// Hostile and broken peers: a wrong secret, garbage, malformed or oversized frames, sizes
+// that would wrap, a request too large to allocate. Each gets an error reply or has its
+// connection dropped, and the server keeps serving well-behaved clients.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <fstream>
+
+#include "fake_ps.h"
+#include "ps/layout.h"
 #include "ps/wire.h"
 #include "ps_test_util.h"
 #include "rendezvous/auth.h"
@@ -13,19 +18,6 @@
 
 namespace chorus::ps::testing {
 namespace {
-
-std::string header(uint16_t type, uint32_t meta, uint64_t bulk, uint32_t magic = wire::kMagic) {
-  std::string h(wire::kHeaderBytes, '\0');
-  auto put = [&](size_t at, uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) h[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  };
-  put(0, magic, 4);
-  put(4, wire::kVersion, 2);
-  put(6, type, 2);
-  put(8, meta, 4);
-  put(12, bulk, 8);
-  return h;
-}
 
 void send_bytes(int fd, const std::string& bytes) {
   net::send_all(fd, bytes.data(), bytes.size(), Deadline::after(milliseconds(5000)), "test");
@@ -117,6 +109,79 @@ TEST_F(PsSecurity, HostileCreateIsRefusedBeforeAllocating) {
                               uint64_t{4} << 40) + m);
   EXPECT_TRUE(closed_by_peer(fd.get()));
   expect_still_serving();
+}
+
+// Variables of 2^63 - 1, 2^63 - 1 and 2 elements, each in one shard here: the lengths add up
+// to 2^64, which a plain int64 sum wraps to 0, past the limit and into a resize of 2^63 - 1
+// floats (std::length_error: the whole ps gone). It must be refused like any other create
+// over the limit; its bulk (0 bytes) was all read, so the connection stays open.
+TEST_F(PsSecurity, CreateWhoseSizesWouldWrapGetsAnErrorReply) {
+  PartLayout part;
+  part.variables = {{"a", INT64_MAX}, {"b", INT64_MAX}, {"c", 2}};
+  part.shards = {Shard{0, 0, INT64_MAX, 0}, Shard{1, 0, INT64_MAX, 0}, Shard{2, 0, 2, 0}};
+  rendezvous::PayloadWriter meta;
+  put_part(meta, part);
+  put_config(meta, PsConfig{});
+  net::Fd fd = raw(true);
+  send_bytes(fd.get(), message(wire::Type::kCreate, meta.take()));
+  wire::Header reply;
+  std::string fields;
+  ASSERT_TRUE(wire::receive(fd.get(), Deadline::after(milliseconds(20000)), "test", reply, fields));
+  EXPECT_EQ(reply.type, wire::Type::kError);
+  rendezvous::PayloadReader in(fields);
+  EXPECT_THAT(in.str(), ::testing::HasSubstr("would hold more than CHORUS_PS_MAX_ELEMENTS"));
+  expect_still_serving();  // with the variables of SetUp
+}
+
+// Whether asking for 4 TiB fails with std::bad_alloc here. Not with overcommit_memory = 1
+// (it would succeed, then touch the pages), nor under ASan or TSan (their allocators
+// abort on such a request).
+bool huge_allocation_fails() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return false;
+#endif
+#endif
+  std::ifstream file("/proc/sys/vm/overcommit_memory");
+  int mode = -1;
+  file >> mode;
+  return mode == 0 || mode == 2;
+}
+
+// A request the ps cannot allocate for throws std::bad_alloc, not a chorus error: it must
+// end only its own connection. With CHORUS_PS_MAX_ELEMENTS = 2^40 (the most it allows), a
+// create of 2^40 elements passes every check and then asks for 4 TiB. Not in the fixture:
+// the environment is changed only while no server thread runs.
+TEST(PsSecurityMemory, CreateThePsCannotAllocateDropsOnlyItsConnection) {
+  if (!huge_allocation_fails()) GTEST_SKIP() << "a 4 TiB allocation would not fail cleanly here";
+  const int64_t n = int64_t{1} << 40;
+  ::setenv("CHORUS_PS_MAX_ELEMENTS", std::to_string(n).c_str(), 1);
+  {
+    LocalCluster cluster(1);
+    ModelLayout layout = test_layout(1);
+    auto client = make_client(cluster);
+    client->create(layout, Arrays(layout.variables, 2.0f).in(), sgd(0.1));
+    PartLayout part;
+    part.variables = {{"huge", n}};
+    part.shards = {Shard{0, 0, n, 0}};
+    rendezvous::PayloadWriter meta;
+    put_part(meta, part);
+    put_config(meta, PsConfig{});
+    std::string m = meta.take();
+    net::Fd fd = net::connect_tcp({"127.0.0.1", cluster.servers[0]->port()},
+                                  Deadline::after(milliseconds(5000)));
+    rendezvous::authenticate_client(fd.get(), test_secret(), wire::kPurpose,
+                                    Deadline::after(milliseconds(5000)));
+    uint16_t create = static_cast<uint16_t>(wire::Type::kCreate);
+    send_bytes(fd.get(), header(create, static_cast<uint32_t>(m.size()), 4 * uint64_t(n)) + m);
+    EXPECT_TRUE(closed_by_peer(fd.get()));
+    Arrays got = Arrays::filled(layout.variables, 0.0f);
+    client->pull(got.out());  // the ps, its variables and this client's connection live on
+    EXPECT_EQ(got.data[0][0], 2.0f);
+  }
+  ::unsetenv("CHORUS_PS_MAX_ELEMENTS");
 }
 
 // Not in the fixture: the environment is changed only while no server thread runs.

@@ -1,9 +1,13 @@
 // State files and layout payloads: every malformed input is refused with a clear error,
 // and hostile counts fail without a large allocation.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "chorus/error.h"
 #include "ps/layout.h"
+#include "ps/ps_state.h"
 #include "ps/state_file.h"
 
 namespace chorus::ps {
@@ -11,6 +15,7 @@ namespace {
 
 using rendezvous::PayloadReader;
 using rendezvous::PayloadWriter;
+using ::testing::HasSubstr;
 
 PartLayout small_part() {
   PartLayout part;
@@ -94,6 +99,31 @@ TEST(Layout, ChecksCoverageAndLimits) {
   ::setenv("CHORUS_PS_MAX_ELEMENTS", "5", 1);
   EXPECT_THROW(check_layout(vars, {Shard{0, 0, 10, 0}}, 1), InvalidArgument);
   ::unsetenv("CHORUS_PS_MAX_ELEMENTS");
+}
+
+// Lengths of 2^63 - 1, 2^63 - 1 and 2 add up to 2^64, which a plain int64 sum wraps to 0:
+// every limit check would pass and the shards be sized from the peer's numbers.
+TEST(Layout, SizesThatWouldWrapAreRefused) {
+  PartLayout part;
+  part.variables = {{"a", INT64_MAX}, {"b", INT64_MAX}, {"c", 2}};
+  part.shards = {Shard{0, 0, INT64_MAX, 0}, Shard{1, 0, INT64_MAX, 0}, Shard{2, 0, 2, 0}};
+  auto expect_refused = [](const std::function<void()>& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << "no InvalidArgument";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("would hold more than CHORUS_PS_MAX_ELEMENTS")) << e.what();
+    }
+  };
+  expect_refused([&] { check_layout(part.variables, part.shards, 1); });  // the client's check
+  PayloadWriter out;
+  put_part(out, part);
+  std::string bytes = out.take();
+  expect_refused([&] {  // a create at the ps, a layout reply or state file at the client
+    PayloadReader in(bytes);
+    get_part(in);
+  });
+  expect_refused([&] { PsState::new_model(part, PsConfig{}); });  // a part that skipped those
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -241,6 +242,41 @@ TEST(CoordinatorFaultTest, WorkerSeesIoErrorWhenTheCoordinatorLeavesWithoutShutd
   });
   EXPECT_THROW(serve_coordinator(address_of(fake.port()), 0, test_secret(), echo), IoError);
   coordinator.join();
+}
+
+// The coordinator sends a worker its next step only after the reply to the last one, so a
+// second step while one runs comes from a broken or hostile coordinator, which could
+// otherwise queue 64 MiB steps without bound. The worker drops the connection at once,
+// while its step still runs, and serve_coordinator then throws IoError saying why.
+TEST(CoordinatorFaultTest, WorkerDropsACoordinatorThatSendsASecondStep) {
+  testing::FakeCoordinator fake;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  StepHandler blocked = [released](const std::string&, const std::string& argument) {
+    released.wait_for(kWait);  // still running when the second step arrives
+    return argument;
+  };
+  bool dropped = false;
+  std::thread coordinator([&] {
+    fake.accept_and_welcome(kWait);
+    fake.send(proto::Msg::kStep, proto::encode_step({1, "echo", "a"}));
+    fake.send(proto::Msg::kStep, proto::encode_step({2, "echo", "b"}));
+    dropped = fake.closed_by_worker(milliseconds(5000));
+    release.set_value();
+    fake.close();
+  });
+  std::string text;
+  try {
+    serve_coordinator(address_of(fake.port()), 0, test_secret(), blocked);
+  } catch (const IoError& e) {
+    text = e.what();
+  } catch (const std::exception& e) {  // caught here too: the thread must be joined
+    text = std::string("not an IoError: ") + e.what();
+  }
+  coordinator.join();
+  EXPECT_TRUE(dropped) << "the worker kept the connection open";
+  EXPECT_NE(text.find("step 2 arrived while step 1 is still"), std::string::npos) << text;
+  EXPECT_NE(text.find("one step at a time"), std::string::npos) << text;
 }
 
 TEST(CoordinatorFaultTest, WorkerGivesUpOnASilentCoordinator) {

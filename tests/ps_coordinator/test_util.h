@@ -150,6 +150,25 @@ class FakeCoordinator {
     proto::send(conn_.get(), proto::Msg::kWelcome, proto::encode_welcome(heartbeat), deadline,
                 "fake coordinator");
   }
+  void send(proto::Msg type, const std::string& payload) {
+    proto::send(conn_.get(), type, payload, Deadline::after(milliseconds(20000)),
+                "fake coordinator");
+  }
+  // True when the worker closes (or resets) the connection within `timeout`; frames it
+  // sends first are skipped.
+  bool closed_by_worker(milliseconds timeout) {
+    Deadline deadline = Deadline::after(timeout);
+    try {
+      rendezvous::Frame frame;
+      while (proto::receive(conn_.get(), deadline, "fake coordinator", frame)) {
+      }
+      return true;
+    } catch (const IoError&) {
+      return true;
+    } catch (const TimeoutError&) {
+      return false;
+    }
+  }
   void close() { conn_.reset(); }
 
  private:

@@ -7,9 +7,11 @@
 // gradients were computed from, and pushes for an older version are dropped (counted in
 // Stats::pushes_dropped) so a retried step cannot apply twice in one round.
 //
-// Errors: a ps that cannot be reached, closes, or times out is UnavailableError
-// ("parameter server 1 (127.0.0.1:4711) is unavailable: ..."); a layout or size mismatch
-// is InvalidArgument. After an UnavailableError the client is unusable.
+// Errors: a ps that cannot be reached, closes, times out, or replies with something
+// malformed (trailing bytes, an invalid layout, a save of the wrong size) is
+// UnavailableError ("parameter server 1 (127.0.0.1:4711) is unavailable: ..."); a layout or
+// size mismatch on this side is InvalidArgument. After an UnavailableError the client is
+// unusable.
 //
 // Thread safety: one thread at a time per client.
 #pragma once

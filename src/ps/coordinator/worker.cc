@@ -51,12 +51,19 @@ class WorkerLink {
     if (steps_.empty()) return std::nullopt;
     StepMsg step = std::move(steps_.front());
     steps_.pop_front();
+    running_ = true;
+    running_id_ = step.id;
     return step;
   }
 
   // Sends a reply. After a shutdown frame a lost reply is no error: we are leaving anyway.
   void reply(const ReplyMsg& reply) {
     Msg type = reply.ok ? Msg::kResult : Msg::kError;
+    {
+      // Before the reply leaves: from then on the coordinator may send the next step.
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
     try {
       send(type, coordinator::encode_reply(reply));
     } catch (const Error&) {
@@ -80,6 +87,9 @@ class WorkerLink {
       std::lock_guard<std::mutex> lock(mu_);
       failure_ = std::current_exception();
     }
+    // Drop the connection now, not after the running step: a broken or hostile coordinator
+    // gets nothing more from us (the fd is closed by the destructor).
+    ::shutdown(fd_.get(), SHUT_RDWR);
     cv_.notify_all();
   }
 
@@ -112,9 +122,18 @@ class WorkerLink {
     }
   }
 
+  // The coordinator sends a worker its next step only after the reply to the last one
+  // (Scheduler::take), so a worker holds at most one: a second would be a broken or
+  // hostile coordinator, and queueing it would let one buffer up to 64 MiB per frame
+  // without bound.
   void push(StepMsg step) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (running_ || !steps_.empty()) {
+        CHORUS_THROW(IoError, "coordinator protocol: step ", step.id, " arrived while step ",
+                     running_ ? running_id_ : steps_.front().id, " is still ",
+                     running_ ? "running" : "queued", " (a worker runs one step at a time)");
+      }
       steps_.push_back(std::move(step));
     }
     cv_.notify_all();
@@ -133,7 +152,9 @@ class WorkerLink {
   std::mutex write_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<StepMsg> steps_;   // guarded by mu_
+  std::deque<StepMsg> steps_;   // guarded by mu_; at most one step
+  bool running_ = false;        // guarded by mu_: a step was taken and not yet replied to
+  int64_t running_id_ = 0;      // guarded by mu_: its id
   bool shutdown_ = false;       // guarded by mu_
   std::exception_ptr failure_;  // guarded by mu_
   std::thread reader_;          // last: started once everything above exists
