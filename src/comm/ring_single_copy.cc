@@ -131,10 +131,11 @@ void PullRing::exchange_buffers() {
   pieces_.peer_acc.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t* piece = &theirs[kHead + kPer * i];
-    if (piece[2] != mine[kHead + kPer * i + 2]) {
+    const uint64_t bytes = mine[kHead + kPer * i + 2];
+    if (piece[2] != bytes) {
       CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring: buffer ", i, " of rank ",
-                   left_rank_, " has ", piece[2], " bytes, this rank's ",
-                   mine[kHead + kPer * i + 2], " (different counts on different ranks?)");
+                   left_rank_, " has ", piece[2], " bytes, this rank's ", bytes,
+                   " (different counts on different ranks?)");
     }
     pieces_.peer_src[i] = piece[0];
     pieces_.peer_acc[i] = piece[1];

@@ -102,19 +102,14 @@ bool PsClient::Impl::collect_layouts() {
     if (conn.has_part) return;
     conn.send(wire::Type::kLayout, {});
     std::string meta = conn.receive_meta();
-    bool created = false;
-    PartLayout part;
-    PsConfig config;
+    bool created = false;  // the ps has variables yet
     parse_reply(conn, meta, "layout", [&](PayloadReader& in) {
       created = in.u8() != 0;
       if (!created) return;
-      part = get_part(in);
-      config = get_config(in);
+      conn.part = get_part(in);
+      conn.config = get_config(in);
     });
-    if (!created) return;
-    conn.part = std::move(part);
-    conn.config = config;
-    conn.has_part = true;
+    conn.has_part = created;
   });
   return std::all_of(ps.begin(), ps.end(), [](const auto& c) { return c->has_part; });
 }

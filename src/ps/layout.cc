@@ -41,6 +41,12 @@ void check_tiling(const std::vector<VariableSpec>& variables, std::vector<Shard>
   }
 }
 
+// total += length when length >= 0 and the sum neither overflows nor passes `limit`;
+// false otherwise (`total` is then meaningless).
+bool add_elements(int64_t& total, int64_t length, int64_t limit) {
+  return length >= 0 && !__builtin_add_overflow(total, length, &total) && total <= limit;
+}
+
 }  // namespace
 
 int64_t max_elements_per_ps() {
@@ -50,19 +56,20 @@ int64_t max_elements_per_ps() {
   return limit;
 }
 
-bool add_elements(int64_t& total, int64_t length, int64_t limit) {
-  return length >= 0 && !__builtin_add_overflow(total, length, &total) && total <= limit;
-}
-
-// Every PartLayout has passed get_part or check_layout, so the sum is at most 2^40; the
-// check is a backstop against a layout built some other way.
 int64_t PartLayout::elements() const {
   int64_t n = 0;
-  for (const Shard& s : shards) {
-    CHORUS_CHECK_ARG(add_elements(n, s.length, INT64_MAX), "layout: the shards of ps ", ps_index,
-                     " hold more than 2^63 - 1 elements");
-  }
+  for (const Shard& s : shards) n += s.length;
   return n;
+}
+
+int64_t checked_elements(const PartLayout& part) {
+  const int64_t limit = max_elements_per_ps();
+  int64_t total = 0;
+  for (const Shard& s : part.shards) {
+    CHORUS_CHECK_ARG(add_elements(total, s.length, limit), "layout: ps ", part.ps_index,
+                     " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
+  }
+  return total;
 }
 
 void check_variables(const std::vector<VariableSpec>& variables) {
@@ -161,14 +168,7 @@ PartLayout get_part(PayloadReader& in) {
     part.shards.push_back(Shard{variable, offset, in.i64(), part.ps_index});
   }
   check_tiling(part.variables, part.shards, false);
-  // Each numel may be up to 2^63 - 1, so the lengths are summed with an overflow check: a
-  // sum that wrapped would pass the limit and size the shards from the peer's numbers.
-  const int64_t limit = max_elements_per_ps();
-  int64_t total = 0;
-  for (const Shard& s : part.shards) {
-    CHORUS_CHECK_ARG(add_elements(total, s.length, limit), "layout: ps ", part.ps_index,
-                     " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
-  }
+  checked_elements(part);
   return part;
 }
 

@@ -22,10 +22,6 @@ constexpr int kMaxWorkers = 1 << 16;
 // CHORUS_PS_MAX_ELEMENTS (default 2^31): the float32 elements one ps may hold. Checked by
 // the client before create() sends anything and by the server before it allocates.
 int64_t max_elements_per_ps();
-// total += length when length >= 0 and the sum neither overflows nor passes `limit`;
-// false otherwise (`total` is then meaningless). Every sum of shard lengths goes through
-// it: a numel may be up to 2^63 - 1, so a plain sum of a peer's lengths can wrap.
-bool add_elements(int64_t& total, int64_t length, int64_t limit);
 
 struct PsConfig {
   OptimizerConfig optimizer;
@@ -38,8 +34,12 @@ struct PartLayout {
   int num_ps = 1;
   std::vector<VariableSpec> variables;  // the whole model's, the same on every ps
   std::vector<Shard> shards;            // this ps's, in the order their floats travel
-  int64_t elements() const;
+  int64_t elements() const;  // REQUIRES: checked (get_part, checked_elements)
 };
+
+// The part's elements, summed with overflow checks (a numel may be up to 2^63 - 1, so a
+// plain sum of a peer's lengths can wrap): InvalidArgument past max_elements_per_ps().
+int64_t checked_elements(const PartLayout& part);
 
 // InvalidArgument unless names are non-empty, unique and at most kMaxNameBytes, every
 // numel > 0, and there are at most kMaxVariables.

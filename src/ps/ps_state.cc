@@ -25,22 +25,19 @@ void copy_floats(float* dst, const std::string& src, size_t& at, size_t n) {
 std::unique_ptr<Model> PsState::new_model(PartLayout part, PsConfig config) {
   auto model = std::make_unique<Model>();
   const int slots = slot_count(config.optimizer);
-  // get_part has checked the lengths already; summing them again with the check costs
-  // nothing and keeps a bad part from sizing the shards.
-  const int64_t limit = max_elements_per_ps();
+  // A part that did not come through get_part must not size the shards unchecked either.
+  model->elements = checked_elements(part);
   int64_t begin = 0;
   for (const Shard& s : part.shards) {
     auto shard = std::make_unique<ShardState>();
-    shard->begin = begin;
-    CHORUS_CHECK_ARG(add_elements(begin, s.length, limit), "layout: ps ", part.ps_index,
-                     " would hold more than CHORUS_PS_MAX_ELEMENTS=", limit, " elements");
     const auto n = static_cast<size_t>(s.length);
     shard->values.resize(n);
     if (slots >= 1) shard->slot0.assign(n, 0.0f);
     if (slots >= 2) shard->slot1.assign(n, 0.0f);
+    shard->begin = begin;
+    begin += s.length;
     model->shards.push_back(std::move(shard));
   }
-  model->elements = begin;
   model->part = std::move(part);
   model->config = config;
   return model;
