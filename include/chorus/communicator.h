@@ -54,6 +54,11 @@ struct CommunicatorOptions {
   // of through the shared-memory rings, if every rank may read its peers' memory (probed
   // once; otherwise, silently, the rings). Must be the same on every rank.
   bool shm_single_copy = true;
+  // CHORUS_SHM_STREAMING_BYTES: when every rank is on one host (shared memory), allreduces
+  // of at least this many bytes run the ring through the shared-memory rings a small unit
+  // at a time and write results with streaming stores, past the cache (docs/algorithms.md),
+  // instead of the single-copy ring; 0: never. Must be the same on every rank.
+  size_t shm_streaming_bytes = size_t{16} << 20;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]

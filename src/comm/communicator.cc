@@ -102,11 +102,19 @@ void Communicator::Impl::check_usable(const char* op) const {
 AllreduceAlgorithm Communicator::Impl::choose_allreduce(comm::Context& ctx, size_t bytes) {
   AllreduceAlgorithm requested = options.allreduce_algorithm;
   if (requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing) {
+    // Past the cache, streaming beats single copy (docs/algorithms.md).
+    ctx.streaming = streams(bytes);
+    if (ctx.streaming) return AllreduceAlgorithm::kRing;
     prepare_single_copy(ctx, bytes);
   }
   // The single-copy ring beats halving-doubling from where it starts (docs/algorithms.md).
   if (ctx.single_copy) return AllreduceAlgorithm::kRing;
   return comm::choose_allreduce(requested, bytes, mesh->size());
+}
+
+bool Communicator::Impl::streams(size_t bytes) const {
+  return options.shm_streaming_bytes > 0 && bytes >= options.shm_streaming_bytes &&
+         options.transport != "tcp" && mesh->topology().local_size == mesh->size();
 }
 
 void Communicator::Impl::prepare_single_copy(comm::Context& ctx, size_t bytes) {
@@ -175,7 +183,9 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
     auto algo = impl_->choose_allreduce(ctx, count * es);
-    info.algorithm = ctx.single_copy ? "ring (single-copy)" : allreduce_algorithm_name(algo);
+    info.algorithm = ctx.single_copy ? "ring (single-copy)"
+                     : ctx.streaming ? "ring (streaming)"
+                                     : allreduce_algorithm_name(algo);
     run_allreduce(ctx, algo, send, recv, count, type, op);
   });
 }

@@ -41,7 +41,10 @@ struct Communicator::Impl {
   // Sets ctx.single_copy for a ring call over `bytes` (the same on every rank). The first
   // call that qualifies runs comm::agree_single_copy on every rank; later ones reuse it.
   void prepare_single_copy(comm::Context& ctx, size_t bytes);
-  // The allreduce algorithm for `bytes` (setting ctx.single_copy first: see above).
+  // Whether an allreduce of `bytes` runs the streaming ring (ctx.streaming; the same on
+  // every rank: options and topology only).
+  bool streams(size_t bytes) const;
+  // The allreduce algorithm for `bytes` (setting ctx.streaming or ctx.single_copy first).
   AllreduceAlgorithm choose_allreduce(comm::Context& ctx, size_t bytes);
   void fail() noexcept;
 

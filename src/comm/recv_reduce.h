@@ -30,11 +30,14 @@ class RecvReduce {
   RecvReduce(transport::Transfer* t, char* dest, const char* in, DataType type, ReduceOp op)
       : t_(t), dest_(dest), in_(in), type_(type), op_(op), es_(dtype_size(type)) {}
 
-  // Takes what has arrived and reduces up to max_bytes more of it (whole elements).
+  // Takes what has arrived and reduces up to max_bytes more of it (whole elements), into
+  // dest or, when `out` is given, into out[0 ..) instead (the caller moves them to dest).
   // Returns the bytes reduced by this call.
-  size_t pump(transport::Progress& progress, size_t max_bytes) {
+  size_t pump(transport::Progress& progress, size_t max_bytes, char* out = nullptr) {
     size_t before = reduced_;
     size_t end = reduced_ + std::min(max_bytes, t_->size - reduced_);
+    out_ = out;
+    out_from_ = before;
     if (mode_ == Mode::kUndecided) decide(progress);
     if (mode_ == Mode::kInPlace) reduce_in_place(progress, end);
     if (mode_ == Mode::kScratch) reduce_from_scratch(progress, end);
@@ -46,6 +49,8 @@ class RecvReduce {
 
  private:
   enum class Mode { kUndecided, kInPlace, kScratch };
+
+  char* target() const { return out_ ? out_ + (reduced_ - out_from_) : dest_ + reduced_; }
 
   void decide(transport::Progress& progress) {
     if (t_->size == 0) return;
@@ -67,7 +72,7 @@ class RecvReduce {
         }
         return;
       }
-      reduce_pair(type_, op_, dest_ + reduced_, in_ + reduced_, at, n / es_);
+      reduce_pair(type_, op_, target(), in_ + reduced_, at, n / es_);
       progress.consume_recv(*t_, n);
       reduced_ += n;
     }
@@ -77,13 +82,15 @@ class RecvReduce {
     progress.poll(t_, 1);
     size_t ready = std::min(end, t_->done / es_ * es_);
     if (ready <= reduced_) return;
-    reduce_pair(type_, op_, dest_ + reduced_, in_ + reduced_, t_->data + reduced_,
+    reduce_pair(type_, op_, target(), in_ + reduced_, t_->data + reduced_,
                 (ready - reduced_) / es_);
     reduced_ = ready;
   }
 
   transport::Transfer* t_ = nullptr;
   char* dest_ = nullptr;
+  char* out_ = nullptr;  // this pump's `out`: it receives bytes from out_from_ on
+  size_t out_from_ = 0;
   const char* in_ = nullptr;
   DataType type_ = DataType::kUInt8;
   ReduceOp op_ = ReduceOp::kSum;

@@ -5,6 +5,7 @@
 #include "comm/algorithms.h"
 #include "comm/recv_reduce.h"
 #include "util/reduce.h"
+#include "util/stream_copy.h"
 
 namespace chorus::comm {
 namespace {
@@ -17,6 +18,10 @@ constexpr size_t kChunkBytes = size_t{4} << 20;
 // Bytes reduced between two polls of the outgoing stream: ~10 us of work, so the socket
 // (or shared-memory ring) to the right is refilled long before it runs dry.
 constexpr size_t kReduceBlock = size_t{128} << 10;
+// Streaming units: a quarter of the shared-memory rings of up to 8 ranks per host, so that a
+// result usually finds room in the ring to the right as it is made. 1 MiB measured best
+// at 16 MiB on 2 ranks (256 KiB - 2 MiB tried: docs/benchmarks.md).
+constexpr size_t kStreamingChunkBytes = size_t{1} << 20;
 
 class RingStream {
  public:
@@ -31,6 +36,9 @@ class RingStream {
   bool pump_recv();
   bool pump_send();
   bool reduce_arrived();
+  size_t reduce_streamed();
+  bool gather_arrived();
+  bool repeats_current_recv(size_t received) const;
   size_t recv_available() const { return recv_reduces_ ? reducer_.reduced() : xfer_[0].done; }
   size_t send_available() const;
 
@@ -44,6 +52,7 @@ class RingStream {
   size_t recv_unit_ = 0, send_unit_ = 0;
   size_t send_full_ = 0;  // bytes of the current outgoing unit
   bool recv_reduces_ = false, recv_final_ = false;
+  bool streaming_;
   char* recv_dest_ = nullptr;
   RecvReduce reducer_;  // of xfer_[0] while recv_reduces_
 };
@@ -51,9 +60,11 @@ class RingStream {
 RingStream::RingStream(Context& ctx, const RingSpec& spec)
     : ctx_(ctx),
       s_(spec),
-      lay_(spec, ctx.rank(), ctx.size(), kChunkBytes),
+      lay_(spec, ctx.rank(), ctx.size(), ctx.streaming ? kStreamingChunkBytes : kChunkBytes,
+           ctx.streaming),
       left_(ctx.link(mod(ctx.rank() - 1, ctx.size()))),
-      right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))) {
+      right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))),
+      streaming_(ctx.streaming) {
   if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * lay_.es);
 }
 
@@ -62,8 +73,8 @@ void RingStream::start_recv() {
     xfer_[0] = Transfer{};
     return;
   }
-  size_t step = recv_unit_ / lay_.k, off, cnt;
-  lay_.chunk(lay_.recv_segment(step), recv_unit_ % lay_.k, &off, &cnt);
+  size_t step = lay_.step_of(recv_unit_), off, cnt;
+  lay_.chunk(lay_.recv_segment(step), lay_.chunk_of(recv_unit_), &off, &cnt);
   recv_reduces_ = step < lay_.rs_steps;
   if (recv_reduces_) {
     recv_final_ = step + 1 == lay_.rs_steps;
@@ -81,8 +92,8 @@ void RingStream::start_send() {
     send_full_ = 0;
     return;
   }
-  size_t step = send_unit_ / lay_.k, off, cnt;
-  lay_.chunk(lay_.send_segment(step), send_unit_ % lay_.k, &off, &cnt);
+  size_t step = lay_.step_of(send_unit_), off, cnt;
+  lay_.chunk(lay_.send_segment(step), lay_.chunk_of(send_unit_), &off, &cnt);
   const char* data = s_.acc + off * lay_.es;
   if (step == 0 && lay_.rs_steps > 0) data = s_.src + off * lay_.es;    // own input
   if (step == lay_.rs_steps && lay_.rs_steps > 0) data = own_ptr(off);  // own finished segment
@@ -91,8 +102,8 @@ void RingStream::start_send() {
 }
 
 size_t RingStream::send_available() const {
-  if (send_unit_ < lay_.k) return send_full_;
-  size_t dep = send_unit_ - lay_.k;
+  if (lay_.step_of(send_unit_) == 0) return send_full_;
+  size_t dep = lay_.source_of(send_unit_);
   if (dep < recv_unit_) return send_full_;
   return dep == recv_unit_ ? recv_available() : 0;
 }
@@ -112,12 +123,73 @@ bool RingStream::pump_send() {
 
 bool RingStream::reduce_arrived() {
   bool any = false;
-  while (size_t n = reducer_.pump(ctx_.progress, kReduceBlock)) {
-    if (recv_final_ && s_.divisor > 1) {
-      divide(s_.type, recv_dest_ + reducer_.reduced() - n, n / lay_.es, s_.divisor);
+  for (;;) {
+    size_t n = streaming_ && recv_final_ ? reduce_streamed() : 0;
+    if (n == 0) {
+      n = reducer_.pump(ctx_.progress, kReduceBlock);
+      if (n == 0) break;
+      if (recv_final_ && s_.divisor > 1) {
+        divide(s_.type, recv_dest_ + reducer_.reduced() - n, n / lay_.es, s_.divisor);
+      }
     }
     any = true;
     pump_send();
+  }
+  return any;
+}
+
+// Whether the outgoing unit is the one that repeats the unit being received and has sent
+// everything received so far: then the next bytes can go out as they come in.
+bool RingStream::repeats_current_recv(size_t received) const {
+  return send_unit_ < lay_.units && lay_.step_of(send_unit_) > 0 &&
+         lay_.source_of(send_unit_) == recv_unit_ && xfer_[1].done == received;
+}
+
+// Streaming, last reduce-scatter step: the result goes straight into the outgoing ring (in
+// cache), and from there with streaming stores into the caller's buffer — written once,
+// never read back. Returns 0 where that cannot be done now (the ring to the right is
+// full, the outgoing unit lags, or the link lends no memory): then the caller reduces into
+// the buffer and the send reads it from there.
+size_t RingStream::reduce_streamed() {
+  if (!repeats_current_recv(reducer_.reduced())) return 0;
+  size_t space = 0;
+  char* out = ctx_.progress.reserve_send(xfer_[1], &space);
+  if (out == nullptr || reinterpret_cast<uintptr_t>(out) % lay_.es != 0) return 0;
+  size_t n = reducer_.pump(ctx_.progress, std::min(kReduceBlock, space / lay_.es * lay_.es), out);
+  if (n == 0) return 0;
+  if (s_.divisor > 1) divide(s_.type, out, n / lay_.es, s_.divisor);
+  copy_streaming(recv_dest_ + reducer_.reduced() - n, out, n);
+  ctx_.progress.commit_send(xfer_[1], n);
+  xfer_[1].size = std::max(xfer_[1].size, xfer_[1].done);
+  return n;
+}
+
+// Streaming allgather receive: from the incoming ring into the caller's buffer with
+// streaming stores and, where the outgoing unit forwards this one and keeps up, into the
+// outgoing ring as well. False when nothing arrived (or the link lends no memory: then
+// the plain receive).
+bool RingStream::gather_arrived() {
+  Transfer& in = xfer_[0];
+  size_t available = 0;
+  const char* at = ctx_.progress.peek_recv(in, &available);
+  if (at == nullptr) return ctx_.progress.poll(&in, 1);
+  bool any = false;
+  while (size_t n = std::min({available, in.size - in.done, kReduceBlock})) {
+    if (repeats_current_recv(in.done)) {
+      size_t space = 0;
+      char* out = ctx_.progress.reserve_send(xfer_[1], &space);
+      if (out != nullptr && space > 0) {
+        n = std::min(n, space);
+        std::memcpy(out, at, n);
+        ctx_.progress.commit_send(xfer_[1], n);
+        xfer_[1].size = std::max(xfer_[1].size, xfer_[1].done);
+      }
+    }
+    copy_streaming(in.data + in.done, at, n);
+    ctx_.progress.consume_recv(in, n);
+    any = true;
+    pump_send();
+    at = ctx_.progress.peek_recv(in, &available);
   }
   return any;
 }
@@ -129,7 +201,8 @@ bool RingStream::pump_recv() {
       if (reduce_arrived()) moved = true;
       if (!reducer_.done()) break;
     } else {
-      if (ctx_.progress.poll(&xfer_[0], 1)) moved = true;
+      bool got = streaming_ ? gather_arrived() : ctx_.progress.poll(&xfer_[0], 1);
+      if (got) moved = true;
       if (!xfer_[0].complete()) break;
     }
     ++recv_unit_;
@@ -151,13 +224,15 @@ void RingStream::run() {
 
 }  // namespace
 
-RingLayout::RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes)
-    : s(spec), p(size), r(rank), es(dtype_size(spec.type)) {
+RingLayout::RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes,
+                       bool chunk_major)
+    : s(spec), p(size), r(rank), es(dtype_size(spec.type)), chunk_major(chunk_major) {
   size_t max_seg = 0;
   for (int i = 0; i < p; ++i) max_seg = std::max(max_seg, s.seg_off[i + 1] - s.seg_off[i]);
   k = std::max<size_t>(1, (max_seg * es + chunk_bytes - 1) / chunk_bytes);
   rs_steps = spec.reduce_scatter ? p - 1 : 0;
-  units = (rs_steps + (spec.allgather ? p - 1 : 0)) * k;
+  steps = rs_steps + (spec.allgather ? p - 1 : 0);
+  units = steps * k;
   max_chunk = (max_seg + k - 1) / k;
 }
 

@@ -34,24 +34,36 @@ struct RingSpec {
   const std::vector<BufferPart>* parts = nullptr;
 };
 
-// Runs the ring: the single-copy pull ring when ctx.single_copy, else the byte stream.
+// Runs the ring: the single-copy pull ring when ctx.single_copy, else the byte stream
+// (streaming when ctx.streaming).
 void ring_run(Context& ctx, const RingSpec& spec);
 
 // Where the ring's units lie, for both ways of running it. Units are numbered in stream
-// order: unit u is chunk u % k of the segment sent (and received) at step u / k, where
-// steps 0 .. rs_steps-1 reduce-scatter and the rest allgather.
+// order. Step-major (the default): unit u is chunk u % k of the segment sent (and
+// received) at step u / k, where steps 0 .. rs_steps-1 reduce-scatter and the rest
+// allgather. Chunk-major: unit u is step u % steps of chunk u / steps, so each chunk
+// goes through every step before the next starts and a result leaves again right after it
+// was made (the streaming ring below). Either way an outgoing unit of a step > 0 carries the
+// bytes of one incoming unit, source_of(u), once they were reduced or received.
 struct RingLayout {
-  RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes);
+  RingLayout(const RingSpec& spec, int rank, int size, size_t chunk_bytes,
+             bool chunk_major = false);
   int send_segment(size_t step) const;
   int recv_segment(size_t step) const;
   // Element offset (full layout) and count of chunk j of segment seg.
   void chunk(int seg, size_t j, size_t* off, size_t* cnt) const;
+  size_t step_of(size_t u) const { return chunk_major ? u % steps : u / k; }
+  size_t chunk_of(size_t u) const { return chunk_major ? u / steps : u % k; }
+  // REQUIRES: step_of(u) > 0.
+  size_t source_of(size_t u) const { return chunk_major ? u - 1 : u - k; }
 
   const RingSpec& s;
   int p, r;
   size_t es;
+  bool chunk_major;
   size_t k = 1;         // chunks per segment
   size_t rs_steps = 0;  // p - 1 with a reduce-scatter, else 0
+  size_t steps = 0;     // rs_steps plus p - 1 with an allgather
   size_t units = 0;
   size_t max_chunk = 0;  // elements in the largest chunk
 };

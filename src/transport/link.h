@@ -68,6 +68,18 @@ class Link {
   // REQUIRES: peek_recv returned non-null and n <= its *available.
   virtual void consume_recv(size_t n) { (void)n; }
 
+  // Zero-copy send, the mirror of peek_recv: where the next sent bytes go, in the link's own
+  // memory, with *available set to how many may be written there contiguously (possibly
+  // 0). Returns nullptr when the link does not lend its memory (use try_send). The caller
+  // writes there, then commit_send(n) sends the first n; try_send must not be mixed in
+  // between. Throws IoError like try_send.
+  virtual char* reserve_send(size_t* available) {
+    *available = 0;
+    return nullptr;
+  }
+  // REQUIRES: reserve_send returned non-null and n <= its *available.
+  virtual void commit_send(size_t n) { (void)n; }
+
   // Single-copy access to the peer's memory: true when read_peer_memory works on this link
   // (shared memory, when the kernel lets this process read the peer's with
   // process_vm_readv: same user, no Yama/seccomp refusal). Only valid once the peer's end of

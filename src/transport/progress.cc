@@ -83,6 +83,20 @@ void Progress::consume_recv(Transfer& t, size_t n) {
   if (n > 0) reset_backoff();
 }
 
+char* Progress::reserve_send(Transfer& t, size_t* available) {
+  try {
+    return t.link->reserve_send(available);
+  } catch (const IoError& e) {
+    throw IoError(what() + ": " + e.what());
+  }
+}
+
+void Progress::commit_send(Transfer& t, size_t n) {
+  t.link->commit_send(n);
+  t.done += n;
+  if (n > 0) reset_backoff();
+}
+
 bool Progress::all_have_fds(Transfer* transfers, size_t n) const {
   for (size_t i = 0; i < n; ++i) {
     if (!transfers[i].complete() && transfers[i].link->poll_fd() < 0) return false;

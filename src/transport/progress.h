@@ -52,6 +52,11 @@ class Progress {
   const char* peek_recv(Transfer& t, size_t* available);
   void consume_recv(Transfer& t, size_t n);
 
+  // Zero-copy send for transfer t (a send): Link::reserve_send / commit_send, likewise.
+  // commit_send advances t.done by n.
+  char* reserve_send(Transfer& t, size_t* available);
+  void commit_send(Transfer& t, size_t n);
+
   // Link::read_peer_memory with the same error reporting as poll().
   void read_peer_memory(Link& link, const PeerCopy* pieces, size_t n);
 

@@ -3,7 +3,8 @@
 // result) over tcp or shm; then one rank is SIGKILLed or SIGSTOPped and every survivor's
 // allreduce must throw a typed error within a bound. Nothing may be left behind: no child
 // process, no new entry in /dev/shm. Over shm, 4 MiB is the single-copy ring (ranks read
-// each other's buffers) wherever the kernel lets these processes read each other.
+// each other's buffers) wherever the kernel lets these processes read each other, and with
+// shm_streaming the streaming ring.
 #include <sys/uio.h>
 
 #include <stdexcept>
@@ -116,7 +117,8 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
   expect_exits(SIGKILL);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, CommFault, ::testing::Values("tcp", "shm"), transport_name);
+INSTANTIATE_TEST_SUITE_P(Transports, CommFault, ::testing::Values("tcp", "shm", "shm_streaming"),
+                         transport_name);
 
 }  // namespace
 }  // namespace chorus::testing

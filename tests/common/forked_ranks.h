@@ -143,10 +143,15 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
     EXPECT_EQ(dev_shm_entries(), shm_before_) << "new entries in /dev/shm";
   }
 
-  // Forks the ranks, then hosts the store and tells them its port.
+  // Forks the ranks, then hosts the store and tells them its port. The parameter is the
+  // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming.
   void start(milliseconds timeout) {
     CommunicatorOptions options;
     options.transport = GetParam();
+    if (options.transport == "shm_streaming") {
+      options.transport = "shm";
+      options.shm_streaming_bytes = size_t{1} << 20;
+    }
     options.timeout = timeout;
     options.allreduce_algorithm = AllreduceAlgorithm::kRing;  // the order the tests expect
     options.secret = Secret::generate();

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "chorus/error.h"
@@ -131,10 +133,45 @@ TEST(ShmLink, PeekAndConsumeReadInPlaceAcrossTheWrap) {
   EXPECT_EQ(n, 0u);
 }
 
+TEST(ShmLink, ReserveAndCommitWriteInPlaceAcrossTheWrap) {
+  LinkPair p = make_shm_pair(4096);
+  std::vector<char> out = payload(0, 1, 5000), in(5000);
+  size_t n = 0;
+  char* at = p.a->reserve_send(&n);
+  ASSERT_NE(at, nullptr);
+  ASSERT_EQ(n, 4096u);
+  std::memcpy(at, out.data(), 3000);
+  p.a->commit_send(3000);
+  ASSERT_EQ(p.b->try_recv(in.data(), 3000), 3000u);
+  // Free from offset 3000: 1096 bytes up to the wrap point, then 3000 after it.
+  size_t sent = 3000;
+  for (size_t want : {size_t{1096}, size_t{3000}}) {
+    at = p.a->reserve_send(&n);
+    ASSERT_EQ(n, want);
+    size_t k = std::min(n, out.size() - sent);
+    std::memcpy(at, out.data() + sent, k);
+    p.a->commit_send(k);
+    sent += k;
+  }
+  ASSERT_EQ(sent, 5000u);
+  ASSERT_EQ(p.b->try_recv(in.data() + 3000, 2000), 2000u);
+  EXPECT_EQ(in, out);
+  // Full: nothing to reserve until the reader frees space.
+  ASSERT_EQ(p.a->try_send(out.data(), 4096), 4096u);
+  at = p.a->reserve_send(&n);
+  EXPECT_NE(at, nullptr);
+  EXPECT_EQ(n, 0u);
+  p.a->abort();
+  EXPECT_THROW(p.a->reserve_send(&n), IoError);
+}
+
 TEST(Link, TcpLendsNoMemoryAndCannotBlock) {
   LinkPair p = make_tcp_pair();
   size_t n = 1;
   EXPECT_EQ(p.a->peek_recv(&n), nullptr);
+  EXPECT_EQ(n, 0u);
+  n = 1;
+  EXPECT_EQ(p.a->reserve_send(&n), nullptr);
   EXPECT_EQ(n, 0u);
   EXPECT_FALSE(p.a->wait_ready(false, std::chrono::milliseconds(100)));
 }
@@ -204,6 +241,8 @@ TEST(ShmRing, CountersNoRingCanHaveAreAnError) {
         << e.what();
   }
   EXPECT_THROW(writer.has_space(), IoError);
+  size_t space = 0;
+  EXPECT_THROW(writer.reserve(&space), IoError);
 
   counters.tail.store(100);
   counters.head.store(100 + kCap + 1);  // more unread bytes than the ring holds
@@ -211,6 +250,7 @@ TEST(ShmRing, CountersNoRingCanHaveAreAnError) {
   size_t n = 0;
   EXPECT_THROW(reader.peek(&n), IoError);
   EXPECT_THROW(reader.has_data(), IoError);
+
 
   counters.head.store(100 + kCap);  // exactly full is a ring's state
   EXPECT_EQ(reader.read(in.data(), in.size()), kCap);

@@ -41,6 +41,11 @@ class ShmLink : public Link {
     return reader_.peek(available);
   }
   void consume_recv(size_t n) override { reader_.consume(n); }
+  char* reserve_send(size_t* available) override {
+    if (broken()) throw_broken("send");
+    return writer_.reserve(available);
+  }
+  void commit_send(size_t n) override { writer_.commit(n); }
   bool probe_peer_memory() override;
   void read_peer_memory(const PeerCopy* pieces, size_t n) override;
   int poll_fd() const override { return -1; }

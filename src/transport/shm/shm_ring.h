@@ -71,6 +71,21 @@ class RingWriter {
     return n;
   }
 
+  // Zero-copy write: the free bytes that are contiguous in memory (they stop at the wrap
+  // point), in place, for the caller to fill; commit() then publishes the first n of them.
+  char* reserve(size_t* available) {
+    const uint64_t free_bytes = capacity_ - reload_tail();
+    size_t at = static_cast<size_t>(head_ & (capacity_ - 1));
+    *available = static_cast<size_t>(std::min<uint64_t>(free_bytes, capacity_ - at));
+    return data_ + at;
+  }
+  // REQUIRES: n <= what reserve() reported, and those bytes written.
+  void commit(size_t n) {
+    head_ += n;
+    counters_->head.store(head_, std::memory_order_release);
+    wake_if_sleeping(peer_);
+  }
+
   // Whether write() would accept a byte now (reloads the reader's counter).
   bool has_space() { return reload_tail() < capacity_; }
 
