@@ -45,13 +45,10 @@ bool Progress::poll(Transfer* transfers, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     Transfer& t = transfers[i];
     if (t.complete()) continue;
-    size_t k;
-    try {
-      k = t.is_send ? t.link->try_send(t.data + t.done, t.size - t.done)
-                    : t.link->try_recv(t.data + t.done, t.size - t.done);
-    } catch (const IoError& e) {
-      throw IoError(what() + ": " + e.what());
-    }
+    size_t k = naming_errors([&] {
+      return t.is_send ? t.link->try_send(t.data + t.done, t.size - t.done)
+                       : t.link->try_recv(t.data + t.done, t.size - t.done);
+    });
     if (k > 0) {
       t.done += k;
       moved = true;
@@ -61,20 +58,21 @@ bool Progress::poll(Transfer* transfers, size_t n) {
   return moved;
 }
 
-const char* Progress::peek_recv(Transfer& t, size_t* available) {
+template <typename Call>
+auto Progress::naming_errors(Call&& call) -> decltype(call()) {
   try {
-    return t.link->peek_recv(available);
+    return call();
   } catch (const IoError& e) {
     throw IoError(what() + ": " + e.what());
   }
 }
 
+const char* Progress::peek_recv(Transfer& t, size_t* available) {
+  return naming_errors([&] { return t.link->peek_recv(available); });
+}
+
 void Progress::read_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
-  try {
-    link.read_peer_memory(pieces, n);
-  } catch (const IoError& e) {
-    throw IoError(what() + ": " + e.what());
-  }
+  naming_errors([&] { link.read_peer_memory(pieces, n); });
 }
 
 void Progress::consume_recv(Transfer& t, size_t n) {
@@ -84,11 +82,7 @@ void Progress::consume_recv(Transfer& t, size_t n) {
 }
 
 char* Progress::reserve_send(Transfer& t, size_t* available) {
-  try {
-    return t.link->reserve_send(available);
-  } catch (const IoError& e) {
-    throw IoError(what() + ": " + e.what());
-  }
+  return naming_errors([&] { return t.link->reserve_send(available); });
 }
 
 void Progress::commit_send(Transfer& t, size_t n) {
@@ -122,11 +116,7 @@ void Progress::wait_fds(Transfer* transfers, size_t n) {
 void Progress::check_alive(Transfer* transfers, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (transfers[i].complete()) continue;
-    try {
-      transfers[i].link->check_alive();
-    } catch (const IoError& e) {
-      throw IoError(what() + ": " + e.what());
-    }
+    naming_errors([&] { transfers[i].link->check_alive(); });
   }
 }
 

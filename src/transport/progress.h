@@ -72,6 +72,9 @@ class Progress {
 
  private:
   void reset_backoff() { idle_rounds_ = 0; }
+  // Runs a link call; an IoError from it is rethrown with the operation's name prepended.
+  template <typename Call>
+  auto naming_errors(Call&& call) -> decltype(call());
   bool all_have_fds(Transfer* transfers, size_t n) const;
   void wait_fds(Transfer* transfers, size_t n);
   void check_alive(Transfer* transfers, size_t n);
