@@ -38,7 +38,7 @@ class RingStream {
   bool reduce_arrived();
   size_t reduce_streamed();
   bool gather_arrived();
-  bool repeats_current_recv(size_t received) const;
+  char* forward_space(size_t received, size_t* space);
   size_t recv_available() const { return recv_reduces_ ? reducer_.reduced() : xfer_[0].done; }
   size_t send_available() const;
 
@@ -138,11 +138,14 @@ bool RingStream::reduce_arrived() {
   return any;
 }
 
-// Whether the outgoing unit is the one that repeats the unit being received and has sent
-// everything received so far: then the next bytes can go out as they come in.
-bool RingStream::repeats_current_recv(size_t received) const {
-  return send_unit_ < lay_.units && lay_.step_of(send_unit_) > 0 &&
-         lay_.source_of(send_unit_) == recv_unit_ && xfer_[1].done == received;
+// Room in the ring to the right for the next outgoing bytes, when the outgoing unit is
+// the one that repeats the unit being received and has sent all `received` bytes of it so
+// far (then the next bytes can go out as they come in); else nullptr with *space 0.
+char* RingStream::forward_space(size_t received, size_t* space) {
+  *space = 0;
+  bool repeats = send_unit_ < lay_.units && lay_.step_of(send_unit_) > 0 &&
+                 lay_.source_of(send_unit_) == recv_unit_ && xfer_[1].done == received;
+  return repeats ? ctx_.progress.reserve_send(xfer_[1], space) : nullptr;
 }
 
 // Streaming, last reduce-scatter step: the result goes straight into the outgoing ring (in
@@ -151,16 +154,14 @@ bool RingStream::repeats_current_recv(size_t received) const {
 // full, the outgoing unit lags, or the link lends no memory): then the caller reduces into
 // the buffer and the send reads it from there.
 size_t RingStream::reduce_streamed() {
-  if (!repeats_current_recv(reducer_.reduced())) return 0;
-  size_t space = 0;
-  char* out = ctx_.progress.reserve_send(xfer_[1], &space);
+  size_t space;
+  char* out = forward_space(reducer_.reduced(), &space);
   if (out == nullptr || reinterpret_cast<uintptr_t>(out) % lay_.es != 0) return 0;
   size_t n = reducer_.pump(ctx_.progress, std::min(kReduceBlock, space / lay_.es * lay_.es), out);
   if (n == 0) return 0;
   if (s_.divisor > 1) divide(s_.type, out, n / lay_.es, s_.divisor);
   copy_streaming(recv_dest_ + reducer_.reduced() - n, out, n);
   ctx_.progress.commit_send(xfer_[1], n);
-  xfer_[1].size = std::max(xfer_[1].size, xfer_[1].done);
   return n;
 }
 
@@ -175,15 +176,11 @@ bool RingStream::gather_arrived() {
   if (at == nullptr) return ctx_.progress.poll(&in, 1);
   bool any = false;
   while (size_t n = std::min({available, in.size - in.done, kReduceBlock})) {
-    if (repeats_current_recv(in.done)) {
-      size_t space = 0;
-      char* out = ctx_.progress.reserve_send(xfer_[1], &space);
-      if (out != nullptr && space > 0) {
-        n = std::min(n, space);
-        std::memcpy(out, at, n);
-        ctx_.progress.commit_send(xfer_[1], n);
-        xfer_[1].size = std::max(xfer_[1].size, xfer_[1].done);
-      }
+    size_t space;
+    if (char* out = forward_space(in.done, &space); space > 0) {
+      n = std::min(n, space);
+      std::memcpy(out, at, n);
+      ctx_.progress.commit_send(xfer_[1], n);
     }
     copy_streaming(in.data + in.done, at, n);
     ctx_.progress.consume_recv(in, n);

@@ -88,6 +88,7 @@ char* Progress::reserve_send(Transfer& t, size_t* available) {
 void Progress::commit_send(Transfer& t, size_t n) {
   t.link->commit_send(n);
   t.done += n;
+  t.size = std::max(t.size, t.done);
   if (n > 0) reset_backoff();
 }
 

@@ -53,7 +53,7 @@ class Progress {
   void consume_recv(Transfer& t, size_t n);
 
   // Zero-copy send for transfer t (a send): Link::reserve_send / commit_send, likewise.
-  // commit_send advances t.done by n.
+  // commit_send advances t.done by n (and t.size with it, where the bytes went past it).
   char* reserve_send(Transfer& t, size_t* available);
   void commit_send(Transfer& t, size_t n);
 
