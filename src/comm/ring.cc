@@ -22,6 +22,7 @@ constexpr size_t kReduceBlock = size_t{128} << 10;
 // result usually finds room in the ring to the right as it is made. 1 MiB measured best
 // at 16 MiB on 2 ranks (256 KiB - 2 MiB tried: docs/benchmarks.md).
 constexpr size_t kStreamingChunkBytes = size_t{1} << 20;
+constexpr size_t kStreamingPieceBytes = size_t{16} << 10;
 
 class RingStream {
  public:
@@ -154,15 +155,26 @@ char* RingStream::forward_space(size_t received, size_t* space) {
 // full, the outgoing unit lags, or the link lends no memory): then the caller reduces into
 // the buffer and the send reads it from there.
 size_t RingStream::reduce_streamed() {
+  // Nothing arrived: leave the ring to the right alone. A rank waiting on its left
+  // neighbour must report that wait (a timeout naming it), not the right neighbour
+  // aborting the link after its own, slightly earlier, deadline.
+  size_t arrived = 0;
+  if (ctx_.progress.peek_recv(xfer_[0], &arrived) == nullptr || arrived == 0) return 0;
   size_t space;
   char* out = forward_space(reducer_.reduced(), &space);
   if (out == nullptr || reinterpret_cast<uintptr_t>(out) % lay_.es != 0) return 0;
-  size_t n = reducer_.pump(ctx_.progress, std::min(kReduceBlock, space / lay_.es * lay_.es), out);
-  if (n == 0) return 0;
-  if (s_.divisor > 1) divide(s_.type, out, n / lay_.es, s_.divisor);
-  copy_streaming(recv_dest_ + reducer_.reduced() - n, out, n);
-  ctx_.progress.commit_send(xfer_[1], n);
-  return n;
+  size_t limit = std::min(kReduceBlock, space / lay_.es * lay_.es), total = 0;
+  while (total < limit) {
+    size_t piece = std::min(limit - total, kStreamingPieceBytes);
+    size_t n = reducer_.pump(ctx_.progress, piece, out + total);
+    if (n == 0) break;
+    if (s_.divisor > 1) divide(s_.type, out + total, n / lay_.es, s_.divisor);
+    copy_streaming(recv_dest_ + reducer_.reduced() - n, out + total, n);
+    total += n;
+    if (n < piece) break;
+  }
+  if (total > 0) ctx_.progress.commit_send(xfer_[1], total);
+  return total;
 }
 
 // Streaming allgather receive: from the incoming ring into the caller's buffer with
