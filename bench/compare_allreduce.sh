@@ -58,7 +58,7 @@ fi
 if [[ -z "$out" ]]; then
   out="$(mktemp -d /tmp/chorus-compare.XXXXXX)"
 fi
-mkdir -p "$out"
+mkdir -p "$out" || { echo "compare_allreduce.sh: cannot use $out as the results directory" >&2; exit 2; }
 common=(--op allreduce --dtype float32 --min-bytes "$min_bytes" --max-bytes "$max_bytes" --csv
         "${extra[@]}")
 status=0

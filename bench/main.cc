@@ -20,7 +20,7 @@ const char kUsage[] =
     "  --op allreduce|allgather|broadcast|reduce_scatter|alltoall|all  (allreduce)\n"
     "  --min-bytes N, --max-bytes N  sizes, doubling; K/M/G suffixes   (8, 256M)\n"
     "  --dtype float32|float64|int32|int64                             (float32)\n"
-    "  --iters N     timed samples per size, >= 20  (50 below 32 MiB, 20 from there)\n"
+    "  --iters N     timed samples per size, >= 20  (200 below 32 MiB, 20 from there)\n"
     "  --warmup N    untimed runs per size          (10 below 1 MiB, 5 below 32 MiB, 2)\n"
     "  --batch N     back-to-back ops per sample    (10 up to 64 KiB, 1 above)\n"
     "  --algo NAME   chorus allreduce algorithm: auto|ring|halving_doubling|\n"

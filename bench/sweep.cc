@@ -39,7 +39,7 @@ class Buffer {
   std::unique_ptr<uint8_t, Free> data_;
 };
 
-int default_iters(uint64_t bytes) { return bytes < 32 * kMiB ? 50 : 20; }
+int default_iters(uint64_t bytes) { return bytes < 32 * kMiB ? 200 : 20; }
 int default_warmup(uint64_t bytes) { return bytes < kMiB ? 10 : bytes < 32 * kMiB ? 5 : 2; }
 int default_batch(uint64_t bytes) { return bytes <= 64 * 1024 ? 10 : 1; }
 

@@ -29,7 +29,7 @@ struct SweepOptions {
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 256ull << 20;
   DataType dtype = DataType::kFloat32;
-  int iters = 0;    // timed samples per size; 0: 50 below 32 MiB, 20 from there (never < 20)
+  int iters = 0;    // timed samples per size; 0: 200 below 32 MiB, 20 from there (never < 20)
   int warmup = -1;  // untimed runs per size; -1: 10 below 1 MiB, 5 below 32 MiB, else 2
   int batch = 0;    // ops per sample; 0: 10 up to 64 KiB, else 1
   bool check = true;

@@ -30,10 +30,12 @@ elseif(NOT CHORUS_SANITIZE STREQUAL "")
   message(FATAL_ERROR "CHORUS_SANITIZE must be address, undefined, thread or empty")
 endif()
 
-# chorus_test(name LABELS l1 [l2] SOURCES s.cc... LIBS lib... [TIMEOUT s])
-# One gtest binary registered as one ctest test; the timeout guards against hangs.
+# chorus_test(name LABELS l1 [l2] SOURCES s.cc... LIBS lib... [TIMEOUT s] [RESOURCE_LOCK r])
+# One gtest binary registered as one ctest test; the timeout guards against hangs. Tests
+# holding the same RESOURCE_LOCK never run at once: "dev_shm" for those that assert nothing
+# new appears in /dev/shm and those that start OpenMPI (whose segments live there).
 function(chorus_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "LABELS;SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;RESOURCE_LOCK" "LABELS;SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
   if(NOT T_TIMEOUT)
@@ -41,4 +43,7 @@ function(chorus_test name)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  if(T_RESOURCE_LOCK)
+    set_tests_properties(${name} PROPERTIES RESOURCE_LOCK ${T_RESOURCE_LOCK})
+  endif()
 endfunction()
