@@ -130,6 +130,9 @@ const char* hello_status_text(HelloStatus status) {
       return "its rank, size or token do not match the store";
     case HelloStatus::kUnexpected:
       return "that rank is not expected to connect (or did already)";
+    case HelloStatus::kWrongRingSize:
+      return "its shared-memory ring size differs from this rank's (CHORUS_SHM_RING_BYTES "
+             "or CommunicatorOptions::shm_ring_bytes must be the same on every rank)";
   }
   return "unknown status";
 }

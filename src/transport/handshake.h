@@ -42,6 +42,7 @@ enum class HelloStatus : uint32_t {
   kWrongGroup = 1,     // another mesh (job or attempt)
   kWrongIdentity = 2,  // rank/token/size do not match what the store says
   kUnexpected = 3,     // not a rank that connects to us, or already connected
+  kWrongRingSize = 4,  // shm: its ring size is not this rank's
 };
 constexpr size_t kReplyBytes = 8;
 void encode_reply(HelloStatus status, uint8_t* out);

@@ -136,6 +136,7 @@ bool PeerAcceptor::handle(net::Fd fd, LinkKind kind, std::vector<std::unique_ptr
     return true;
   } catch (const AuthError& e) {
     ++auth_failures_;
+    last_auth_failure_ = e.what();
     CHORUS_LOG(kWarning, "transport")
         << "rank " << ctx_.rank << ": dropped " << link_kind_name(kind) << " connection from "
         << from << ": " << e.what();
@@ -195,6 +196,9 @@ HelloStatus PeerAcceptor::check(const Hello& hello, LinkKind kind) const {
   if (hello.kind != kind || ctx_.kinds[from] != kind || !expected_[from]) {
     return HelloStatus::kUnexpected;
   }
+  if (kind == LinkKind::kShm && hello.ring_bytes != ctx_.shm_ring_bytes) {
+    return HelloStatus::kWrongRingSize;
+  }
   return HelloStatus::kAccepted;
 }
 
@@ -209,7 +213,7 @@ void PeerAcceptor::throw_missing() const {
       << "] did not connect within the mesh timeout";
   if (auth_failures_ > 0) {
     CHORUS_THROW(AuthError, msg.str(), "; ", auth_failures_,
-                 " connection(s) failed authentication meanwhile (a rank with another secret?)");
+                 " connection(s) failed authentication meanwhile, the last: ", last_auth_failure_);
   }
   CHORUS_THROW(TimeoutError, msg.str());
 }

@@ -67,6 +67,7 @@ class PeerAcceptor {
   std::string shm_name_;
   std::vector<bool> expected_;  // index = rank: still to connect
   int auth_failures_ = 0;
+  std::string last_auth_failure_;  // its message, for the timeout error
 };
 
 }  // namespace chorus::transport

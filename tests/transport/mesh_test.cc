@@ -154,6 +154,23 @@ INSTANTIATE_TEST_SUITE_P(Kinds, MeshWrongSecret,
                          ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
                          [](const auto& info) { return std::string(kind_name(info.param)); });
 
+// Ranks configured with different ring sizes: the acceptor refuses the connector's segment
+// and both ranks fail with an error that names the mismatch, never a silent mesh.
+TEST(Mesh, ShmRingSizeMismatchIsAnAuthErrorNamingIt) {
+  TestStore store;
+  auto errors = run_ranks(2, [&](int rank) {
+    auto client = store.client("ring-size/");
+    MeshOptions o = options(TransportKind::kShm, store.secret(), std::chrono::seconds(1));
+    o.shm_ring_bytes = rank == 0 ? size_t{128} << 10 : size_t{64} << 10;
+    connect_mesh(*client, rank, 2, o);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r << " connected despite different ring sizes";
+    EXPECT_THROW(std::rethrow_exception(errors[r]), AuthError) << what(errors[r]);
+    EXPECT_NE(what(errors[r]).find("ring size differs"), std::string::npos) << what(errors[r]);
+  }
+}
+
 // Garbage, and an authenticated connection claiming another group, reach rank 1's listener
 // while the mesh forms: both are dropped and the mesh still forms. Rank 1 closes its
 // listener once rank 0 is in, so a stray that comes later is reset before it is heard;
