@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -182,6 +184,49 @@ TEST(PsSecurityMemory, CreateThePsCannotAllocateDropsOnlyItsConnection) {
     EXPECT_EQ(got.data[0][0], 2.0f);
   }
   ::unsetenv("CHORUS_PS_MAX_ELEMENTS");
+}
+
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+size_t bytes_queued(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 ? static_cast<size_t>(n) : 0;
+}
+
+// A peer (authenticated: this is past the handshake) that announces the most message
+// fields allowed and sends a few bytes costs the reader about what it sent, not 64 MiB.
+TEST(PsWireMemory, AnnouncedFieldsAreNotAllocatedBeforeTheyArrive) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  net::Fd reader(fds[0]), writer(fds[1]);
+  const size_t before = resident_bytes();
+  send_bytes(writer.get(), header(static_cast<uint16_t>(wire::Type::kPush), wire::kMaxMetaBytes, 0) +
+                               std::string(100, 'x'));
+  std::string error;
+  std::thread receiving([&] {
+    wire::Header h;
+    std::string meta;
+    try {
+      wire::receive(reader.get(), Deadline::after(milliseconds(20000)), "test", h, meta);
+    } catch (const IoError& e) {
+      error = e.what();
+    }
+  });
+  Deadline deadline = Deadline::after(milliseconds(20000));
+  while (bytes_queued(reader.get()) > 0 && !deadline.expired()) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  std::this_thread::sleep_for(milliseconds(50));  // the reader now waits for the rest
+  const size_t grown = resident_bytes() - std::min(before, resident_bytes());
+  ::shutdown(writer.get(), SHUT_RDWR);
+  receiving.join();
+  EXPECT_LT(grown, size_t{8} << 20) << "the announced length was allocated up front";
+  EXPECT_THAT(error, ::testing::HasSubstr("connection closed by peer"));
 }
 
 // Not in the fixture: the environment is changed only while no server thread runs.

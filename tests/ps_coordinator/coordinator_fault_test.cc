@@ -234,6 +234,48 @@ TEST(CoordinatorFaultTest, GarbageBeforeTheHandshakeIsDropped) {
   EXPECT_EQ(coordinator.schedule("echo", "fine").get(), "fine");
 }
 
+// A socket that never speaks holds its slot until it leaves or its handshake times out;
+// one more than max_clients is closed at once, long before that timeout.
+TEST(CoordinatorFaultTest, ConnectionsOverMaxClientsAreRefusedUntilASlotFrees) {
+  CoordinatorOptions options;
+  options.max_clients = 1;
+  options.handshake_timeout = kWait;
+  Coordinator coordinator("127.0.0.1", 0, test_secret(), options);
+  auto silent = std::make_unique<net::Fd>(
+      net::connect_tcp({"127.0.0.1", coordinator.port()}, Deadline::after(kWait)));
+  net::Fd refused = net::connect_tcp({"127.0.0.1", coordinator.port()}, Deadline::after(kWait));
+  EXPECT_TRUE(closes(refused.get()));
+  EXPECT_EQ(coordinator.num_live_workers(), 0);
+  silent.reset();  // leaves without a word: its slot frees once the acceptor reaps it
+  std::unique_ptr<RawWorker> next;
+  EXPECT_TRUE(testing::eventually([&] {
+    try {
+      next = std::make_unique<RawWorker>(coordinator.port());
+      return is(next->hello(0), proto::Msg::kWelcome);
+    } catch (const IoError&) {
+      return false;  // refused: the slot is still held
+    }
+  }));
+  ASSERT_TRUE(next);
+  RemoteValue value = coordinator.schedule("echo", "served");
+  proto::ReplyMsg reply;
+  reply.id = next->next_step().id;
+  reply.result = "served";
+  next->send(proto::Msg::kResult, proto::encode_reply(reply));
+  EXPECT_EQ(value.get(), "served");
+}
+
+TEST(CoordinatorFaultTest, MaxClientsMustBePositive) {
+  CoordinatorOptions options;
+  options.max_clients = 0;
+  try {
+    Coordinator coordinator("127.0.0.1", 0, test_secret(), options);
+    ADD_FAILURE() << "max_clients 0 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_clients must be > 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CoordinatorFaultTest, WorkerSeesIoErrorWhenTheCoordinatorLeavesWithoutShutdown) {
   testing::FakeCoordinator fake;
   std::thread coordinator([&] {

@@ -39,6 +39,9 @@ struct CoordinatorOptions {
   // connected for this long while steps wait. 0: CHORUS_TIMEOUT_SECONDS.
   std::chrono::milliseconds no_worker_timeout{0};
   std::chrono::milliseconds handshake_timeout{10000};
+  // Connections at most, workers and those still in their handshake together; further
+  // ones are refused (closed at once, logged), so no flood of sockets costs a thread each.
+  int max_clients = 256;
   // A worker (or the coordinator, seen from a worker) that sends nothing for this long is
   // dead. Pings go out every heartbeat_timeout / 4 (at most every 5 s).
   // 0: CHORUS_TIMEOUT_SECONDS.

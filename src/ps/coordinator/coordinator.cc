@@ -47,7 +47,7 @@ Coordinator::Impl::Impl(Secret s, CoordinatorOptions o)
 rendezvous::ConnectionServer::Options Coordinator::Impl::server_options() {
   rendezvous::ConnectionServer::Options so;
   so.log_tag = "coordinator";
-  so.max_clients = 0;  // no limit
+  so.max_clients = options.max_clients;
   so.poll_timeout_ms = [this] { return check_no_worker_timeout(); };
   so.make_connection = [] { return std::make_unique<Conn>(); };
   so.on_accept = [this](rendezvous::Connection& c) { return prepare(static_cast<Conn&>(c)); };
@@ -58,6 +58,7 @@ rendezvous::ConnectionServer::Options Coordinator::Impl::server_options() {
 void Coordinator::Impl::start(const std::string& host, uint16_t port) {
   CHORUS_CHECK_ARG(!secret.empty(), "Coordinator needs a job secret");
   CHORUS_CHECK_ARG(options.max_attempts > 0, "CoordinatorOptions.max_attempts must be > 0");
+  CHORUS_CHECK_ARG(options.max_clients > 0, "CoordinatorOptions.max_clients must be > 0");
   CHORUS_CHECK_ARG(heartbeat_timeout.count() <= UINT32_MAX, "heartbeat_timeout is too long");
   server.start(host, port);
 }
