@@ -15,8 +15,6 @@
 namespace chorus::ps::wire {
 namespace {
 
-constexpr size_t kFirstMetaPiece = size_t{64} << 10;
-
 void put_le(unsigned char* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
@@ -110,13 +108,7 @@ bool receive(int fd, Deadline deadline, const char* what, Header& header, std::s
     CHORUS_THROW(IoError, what, ": ", header.meta_bytes, " bytes of message fields is over the "
                  "limit of ", kMaxMetaBytes);
   }
-  // In doubling pieces: memory follows the bytes that arrive, not the length announced.
-  meta.clear();
-  while (meta.size() < header.meta_bytes) {
-    size_t have = meta.size();
-    meta.resize(std::min<size_t>(header.meta_bytes, std::max(kFirstMetaPiece, 2 * have)));
-    recv_bulk(fd, {{meta.data() + have, meta.size() - have}}, deadline, what);
-  }
+  net::recv_growing(fd, meta, header.meta_bytes, deadline, what);  // not the announced length
   return true;
 }
 

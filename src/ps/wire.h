@@ -60,7 +60,7 @@ void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& 
           Deadline deadline, const char* what);
 // Reads a header and its meta. Returns false when the peer closed cleanly before the first
 // byte. IoError on a bad magic or version, or meta_bytes over kMaxMetaBytes. Memory for
-// meta grows with the bytes received (at most twice them), whatever the header announced.
+// meta grows with the bytes received (net::recv_growing), whatever the header announced.
 bool receive(int fd, Deadline deadline, const char* what, Header& header, std::string& meta);
 // Receives exactly the slots' bytes, in order (scattered, few system calls).
 void recv_bulk(int fd, const std::vector<Slot>& slots, Deadline deadline, const char* what);

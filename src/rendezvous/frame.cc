@@ -14,7 +14,6 @@
 namespace chorus::rendezvous {
 namespace {
 
-constexpr size_t kFirstChunkBytes = size_t{1} << 20;  // read_frame's first buffer step
 // strs() reserves at most this many entries up front; longer lists grow as they parse.
 constexpr uint32_t kListReserve = 1024;
 
@@ -78,17 +77,9 @@ bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what
   if (got < sizeof(header)) net::recv_all(fd, header + got, sizeof(header) - got, deadline, what);
   FrameHeader h = decode_header(header, max_length);  // checked before allocating
   out.type = h.type;
-  // Grow the buffer as the payload arrives (1 MiB, then doubling) instead of allocating the
-  // announced length up front: a peer that announces 64 MiB and trickles bytes then holds
-  // at most about twice what it has sent, not 64 MiB per connection until the timeout.
-  out.payload.clear();
-  size_t have = 0;
-  while (have < h.length) {
-    size_t step = std::min<size_t>(h.length - have, std::max(have, kFirstChunkBytes));
-    out.payload.resize(have + step);
-    net::recv_all(fd, out.payload.data() + have, step, deadline, what);
-    have += step;
-  }
+  // Not the announced length up front: a peer that announces 64 MiB and trickles bytes
+  // would pin 64 MiB per connection until the timeout.
+  net::recv_growing(fd, out.payload, h.length, deadline, what);
   return true;
 }
 

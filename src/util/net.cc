@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -324,6 +325,16 @@ void recv_all(int fd, void* data, size_t n, Deadline deadline, const char* what)
     }
     CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd), " failed: ",
                  std::strerror(errno));
+  }
+}
+
+void recv_growing(int fd, std::string& out, size_t n, Deadline deadline, const char* what) {
+  constexpr size_t kFirstStep = size_t{64} << 10;
+  out.clear();
+  while (out.size() < n) {
+    size_t have = out.size();
+    out.resize(std::min(n, std::max(kFirstStep, 2 * have)));
+    recv_all(fd, out.data() + have, out.size() - have, deadline, what);
   }
 }
 

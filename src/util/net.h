@@ -92,6 +92,9 @@ void set_buffer_sizes(int fd, int bytes);
 // Sends/receives exactly n bytes. `what` names the operation in error messages.
 void send_all(int fd, const void* data, size_t n, Deadline deadline, const char* what);
 void recv_all(int fd, void* data, size_t n, Deadline deadline, const char* what);
+// recv_all of n bytes into `out` (replacing it), the buffer growing as they arrive (64 KiB,
+// then doubling): a peer that announces n and sends less pins about twice what it sent.
+void recv_growing(int fd, std::string& out, size_t n, Deadline deadline, const char* what);
 
 // Receives what has arrived, 1..n bytes, waiting for the first; 0 means the peer closed
 // before sending anything (a clean end between messages). TimeoutError past `deadline`.

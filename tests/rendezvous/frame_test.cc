@@ -99,7 +99,7 @@ TEST(Frame, BufferFollowsTheBytesThatArriveNotTheAnnouncedLength) {
 
 TEST(Frame, LargeFrameRoundTripsAcrossBufferSteps) {
   auto [a, b] = socket_pair();
-  std::string payload((5u << 20) + 3, '\0');  // read as 1, 1, 2 MiB, then the rest
+  std::string payload((5u << 20) + 3, '\0');  // read in several growing buffer steps
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 7 + i / 4096);
   std::thread writer([&, fd = a.get()] {
     write_frame(fd, 9, payload, Deadline::after(milliseconds(10000)), "test");
