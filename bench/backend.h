@@ -51,10 +51,17 @@ class Backend {
   virtual void barrier() = 0;
   // values[i] = max over ranks of values[i]; same length on every rank.
   virtual void max_across_ranks(std::vector<double>& values) = 0;
+  // Memory for the sweep's send and recv buffers (every rank asks for the same sizes in the
+  // same order), or null: ordinary memory.
+  virtual std::shared_ptr<void> allocate(size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
 };
 
 struct ChorusBackendOptions {
   std::string algorithm;  // --algo; empty: CHORUS_ALLREDUCE_ALGO or auto
+  bool shared_buffers = false;  // --shared-buffers: buffers from Communicator::alloc_shared
 };
 
 // Under chorusrun, or by hand with CHORUS_RANK/SIZE/SECRET and MASTER_ADDR/PORT (rank 0

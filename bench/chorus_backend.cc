@@ -17,7 +17,8 @@ namespace {
 
 class ChorusBackend : public Backend {
  public:
-  explicit ChorusBackend(const ChorusBackendOptions& options) {
+  explicit ChorusBackend(const ChorusBackendOptions& options)
+      : shared_buffers_(options.shared_buffers) {
     CommunicatorOptions comm_options = CommunicatorOptions::from_env();
     if (!options.algorithm.empty()) {
       comm_options.allreduce_algorithm = parse_allreduce_algorithm(options.algorithm);
@@ -55,6 +56,12 @@ class ChorusBackend : public Backend {
 
   void barrier() override { comm_->barrier(); }
 
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    if (!shared_buffers_ || bytes == 0) return nullptr;
+    auto buffer = std::make_shared<SharedBuffer>(comm_->alloc_shared(bytes));
+    return std::shared_ptr<void>(buffer, buffer->data());
+  }
+
   void max_across_ranks(std::vector<double>& values) override {
     comm_->allreduce(values.data(), values.data(), values.size(), DataType::kFloat64,
                      ReduceOp::kMax);
@@ -63,6 +70,7 @@ class ChorusBackend : public Backend {
  private:
   std::unique_ptr<Job> job_;
   Communicator* comm_ = nullptr;
+  bool shared_buffers_;
 };
 
 }  // namespace

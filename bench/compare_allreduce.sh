@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side float32 allreduce on 2 ranks of this host, in one run, on the same sizes:
 #   chorus-shm  chorus, CHORUS_TRANSPORT=shm
+#   chorus-shared  chorus over shm with its buffers from Communicator::alloc_shared
+#               (--shared-buffers: the allreduce runs in shared memory)
 #   chorus-tcp  chorus, CHORUS_TRANSPORT=tcp (loopback)
 #   mpi-vader   OpenMPI MPI_Allreduce, --mca btl self,vader (shared memory)
 #   mpi-tcp     OpenMPI MPI_Allreduce, --mca btl self,tcp over lo
@@ -16,8 +18,8 @@
 #   --build DIR   where chorus-bench was built (default: build); or set CHORUS_BENCH
 #   --out DIR     keep the raw CSV and logs there (default: a temporary directory)
 #   --launcher    start chorus ranks with chorusrun instead of two background processes
-#   --only LIST   comma-separated subset of the six runs (e.g. mpi-vader,mpi-tcp,gloo)
-#   --rounds N    run the six N times, interleaved; the tables show the median per size
+#   --only LIST   comma-separated subset of the seven runs (e.g. mpi-vader,mpi-tcp,gloo)
+#   --rounds N    run the seven N times, interleaved; the tables show the median per size
 #   --timeout S   seconds allowed for one configuration's sweep (default 600)
 # Extra arguments after -- go to every chorus-bench run (e.g. --iters 30).
 # Exit status: 0 when every run that could run verified its results, 1 otherwise.
@@ -31,7 +33,7 @@ out=""
 launcher=0
 rounds=1
 run_timeout=600  # seconds for one configuration's sweep; a hung peer is killed
-only="chorus-shm,chorus-tcp,mpi-vader,mpi-tcp,gloo,gloo-sync"
+only="chorus-shm,chorus-shared,chorus-tcp,mpi-vader,mpi-tcp,gloo,gloo-sync"
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -44,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --timeout) run_timeout="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "compare_allreduce.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -96,10 +98,10 @@ run_pair() {
   return $rc
 }
 
-# usage: run_chorus NAME TRANSPORT
+# usage: run_chorus NAME TRANSPORT [chorus-bench args]
 run_chorus() {
-  local name="$1" transport="$2"
-  local args=("${common[@]}" --label "$name" --out "$out/$name$suffix.csv")
+  local name="$1" transport="$2"; shift 2
+  local args=("${common[@]}" "$@" --label "$name" --out "$out/$name$suffix.csv")
   if [[ $launcher == 1 && -x "$chorusrun" ]]; then
     CHORUS_TRANSPORT="$transport" timeout -k 10 "$run_timeout" "$chorusrun" -np 2 -- "$bench" "${args[@]}" \
       >"$out/$name$suffix.rank0.log" 2>&1
@@ -169,6 +171,7 @@ suffix=""
 for ((round = 1; round <= rounds; round++)); do
   [[ $rounds -gt 1 ]] && { suffix=".r$round"; echo "# round $round of $rounds"; }
   attempt chorus-shm run_chorus chorus-shm shm
+  attempt chorus-shared run_chorus chorus-shared shm --shared-buffers
   attempt chorus-tcp run_chorus chorus-tcp tcp
   attempt mpi-vader run_mpi mpi-vader --mca btl self,vader
   attempt mpi-tcp run_mpi mpi-tcp --mca btl self,tcp --mca btl_tcp_if_include lo

@@ -25,6 +25,8 @@ const char kUsage[] =
     "  --batch N     back-to-back ops per sample    (10 up to 64 KiB, 1 above)\n"
     "  --algo NAME   chorus allreduce algorithm: auto|ring|halving_doubling|\n"
     "                recursive_doubling (default: CHORUS_ALLREDUCE_ALGO or auto)\n"
+    "  --shared-buffers  chorus: send/recv buffers from Communicator::alloc_shared\n"
+    "                (allreduce then runs in shared memory when ranks share a host)\n"
     "  --peer chorus|mpi|gloo  what to time (chorus)\n"
     "      chorus: under chorusrun, or per rank CHORUS_RANK/SIZE/SECRET with\n"
     "              MASTER_ADDR/PORT (rank 0 serves the store) or CHORUS_STORE_ADDR\n"
@@ -101,6 +103,8 @@ Args parse_args(int argc, char** argv) {
       args.sweep.csv = true;
     } else if (arg == "--no-check") {
       args.sweep.check = false;
+    } else if (arg == "--shared-buffers") {
+      args.chorus.shared_buffers = true;
     } else {
       std::string value;
       size_t eq = arg.find('=');

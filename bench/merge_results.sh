@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Merges the CSV files of bench/compare_allreduce.sh (chorus-shm, chorus-tcp, mpi-vader,
-# mpi-tcp, gloo, gloo-sync; any may be missing) into two markdown tables with ratios chorus/peer, and
+# Merges the CSV files of bench/compare_allreduce.sh (chorus-shm, chorus-shared, chorus-tcp,
+# mpi-vader, mpi-tcp, gloo, gloo-sync; any may be missing) into two markdown tables with ratios chorus/peer, and
 # checks issue 2's bars. With several rounds (NAME.rK.csv) a size's time is the median over
 # rounds. Ratios: busbw chorus / busbw peer (= time peer / time chorus; higher is better for
 # chorus); at 8 B the latency ratio time chorus / time peer (lower is better), marked "lat".
@@ -10,7 +10,7 @@
 set -uo pipefail
 dir="${1:?usage: merge_results.sh DIR}"
 files=()
-for name in chorus-shm chorus-tcp mpi-vader mpi-tcp gloo gloo-sync; do
+for name in chorus-shm chorus-shared chorus-tcp mpi-vader mpi-tcp gloo gloo-sync; do
   for f in "$dir/$name.csv" "$dir/$name".r*.csv; do
     [[ -s "$f" ]] && files+=("$f")
   done
@@ -75,12 +75,15 @@ END {
   }
   print "Shared memory (2 ranks, float32 sum; time in us, busbw in GB/s):"
   print ""
-  print "| size | chorus-shm us | chorus-shm busbw | mpi-vader us | mpi-vader busbw | chorus/mpi-vader |"
-  print "|---:|---:|---:|---:|---:|---:|"
+  print "| size | chorus-shm us | chorus-shm busbw | chorus-shared us | chorus-shared busbw | mpi-vader us | mpi-vader busbw | chorus-shm/mpi-vader | chorus-shared/mpi-vader |"
+  print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for (i = 1; i <= n; i++) {
     s = sizes[i]
-    printf "| %s | %s | %s | %s | %s | %s |\n", human(s), us("chorus-shm", s), bw("chorus-shm", s),
-           us("mpi-vader", s), bw("mpi-vader", s), show(ratio("chorus-shm", "mpi-vader", s), s)
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(s),
+           us("chorus-shm", s), bw("chorus-shm", s), us("chorus-shared", s),
+           bw("chorus-shared", s), us("mpi-vader", s), bw("mpi-vader", s),
+           show(ratio("chorus-shm", "mpi-vader", s), s),
+           show(ratio("chorus-shared", "mpi-vader", s), s)
   }
   print ""
   print "TCP loopback (2 ranks, float32 sum; time in us, busbw in GB/s):"
@@ -97,15 +100,20 @@ END {
   }
   print ""
   print "Bars (issue 2, section 8):"
-  for (k = 1; k <= 2; k++) {
-    s = k == 1 ? 16777216 : 67108864
-    r = ratio("chorus-shm", "mpi-vader", s)
-    bar(sprintf("%s busbw >= 1.5x OpenMPI vader", human(s)), r != "", r >= 1.5,
-        sprintf("%.2fx", r))
+  # chorus-shm: buffers from the heap; chorus-shared: buffers from alloc_shared.
+  split("chorus-shm chorus-shared", mine, " ")
+  for (m = 1; m <= 2; m++) {
+    c = mine[m]
+    for (k = 1; k <= 2; k++) {
+      s = k == 1 ? 16777216 : 67108864
+      r = ratio(c, "mpi-vader", s)
+      bar(sprintf("%s: %s busbw >= 1.5x OpenMPI vader", c, human(s)), r != "", r >= 1.5,
+          sprintf("%.2fx", r))
+    }
+    r = ratio(c, "mpi-vader", 8)
+    bar(sprintf("%s: 8 B latency <= 1.5x OpenMPI vader", c), r != "", r != "" && r <= 1.5,
+        sprintf("%.2fx: %s us vs %s us", r, us(c, 8), us("mpi-vader", 8)))
   }
-  r = ratio("chorus-shm", "mpi-vader", 8)
-  bar("8 B latency <= 1.5x OpenMPI vader", r != "", r != "" && r <= 1.5,
-      sprintf("%.2fx: %s us vs %s us", r, us("chorus-shm", 8), us("mpi-vader", 8)))
   split("mpi-tcp gloo gloo-sync", peers, " ")
   for (k = 1; k <= 3; k++) {
     p = peers[k]; worst = ""; at = 0; count = 0

@@ -18,25 +18,26 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-// A page-aligned buffer, touched once so that page faults stay out of the timed loop.
+// A page-aligned buffer from the backend (or, when it has none, from the heap), touched
+// once so that page faults stay out of the timed loop.
 class Buffer {
  public:
-  explicit Buffer(size_t bytes) {
+  Buffer(Backend& backend, size_t bytes) {
     if (bytes == 0) return;
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, bytes) != 0) {
-      CHORUS_THROW(InvalidArgument, "chorus-bench: cannot allocate ", bytes, " bytes");
+    data_ = backend.allocate(bytes);
+    if (!data_) {
+      void* p = nullptr;
+      if (posix_memalign(&p, 4096, bytes) != 0) {
+        CHORUS_THROW(InvalidArgument, "chorus-bench: cannot allocate ", bytes, " bytes");
+      }
+      data_.reset(p, std::free);
     }
-    std::memset(p, 0, bytes);
-    data_.reset(static_cast<uint8_t*>(p));
+    std::memset(data_.get(), 0, bytes);
   }
-  uint8_t* get() const { return data_.get(); }
+  uint8_t* get() const { return static_cast<uint8_t*>(data_.get()); }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  std::shared_ptr<void> data_;
 };
 
 int default_iters(uint64_t bytes) { return bytes < 32 * kMiB ? 200 : 20; }
@@ -121,8 +122,8 @@ bool sweep_op(Backend& backend, const SweepOptions& options, Op op, std::ostream
   const int n = backend.size();
   const DataType type = options.dtype;
   size_t max_count = count_for(op, options.max_bytes, type, n);
-  Buffer send(send_elements(op, max_count, n) * dtype_size(type));
-  Buffer recv(recv_elements(op, max_count, n) * dtype_size(type));
+  Buffer send(backend, send_elements(op, max_count, n) * dtype_size(type));
+  Buffer recv(backend, recv_elements(op, max_count, n) * dtype_size(type));
   if (backend.rank() == 0) print_header(backend, options, op, out);
   bool all_ok = true;
   for (uint64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {

@@ -15,11 +15,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "chorus/dtype.h"
+#include "chorus/shared_buffer.h"
 #include "chorus/store.h"
 
 namespace chorus {
@@ -116,6 +118,16 @@ class Communicator {
   // Returns once every rank has entered.
   void barrier();
 
+  // Collective: every rank asks for the same number of bytes (> 0; InvalidArgument on every
+  // rank otherwise). Returns memory that every other rank maps too when all ranks are on
+  // this host and may open each other's memory (SharedBuffer::shared()), else this rank's
+  // own memory. Once any shared memory exists, every allreduce of 4 KiB or more first
+  // compares the ranks' calls through it (about half a microsecond): when every rank's send
+  // and recv lie in shared memory the allreduce runs there (docs/algorithms.md), otherwise
+  // the usual way; a count, type or op that differs between ranks is then an
+  // InvalidArgument on every rank.
+  SharedBuffer alloc_shared(size_t bytes);
+
   // Breaks the communicator (see above). May be called from any thread.
   void abort() noexcept;
   bool broken() const;
@@ -125,6 +137,8 @@ class Communicator {
   // (CommunicatorOptions::shm_single_copy): decided by every rank together at the first
   // such call; false before it.
   bool single_copy() const;
+  // How many allreduces have run in shared memory (alloc_shared) so far.
+  uint64_t shared_memory_allreduces() const;
 
   struct Impl;
 

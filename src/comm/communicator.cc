@@ -164,6 +164,7 @@ int Communicator::cross_size() const { return impl_->mesh->topology().cross_size
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }
 bool Communicator::broken() const { return impl_->broken.load(); }
 bool Communicator::single_copy() const { return impl_->single_copy_agreed == 1; }
+uint64_t Communicator::shared_memory_allreduces() const { return impl_->shared.completed(); }
 void Communicator::abort() noexcept { impl_->fail(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -182,6 +183,10 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
+    if (impl_->shared.active() && count * es >= comm::kSharedMinBytes) {
+      info.algorithm = "shared memory";
+      if (impl_->shared.allreduce(ctx, send, recv, count, type, op)) return;
+    }
     auto algo = impl_->choose_allreduce(ctx, count * es);
     info.algorithm = ctx.single_copy ? "ring (single-copy)"
                      : ctx.streaming ? "ring (streaming)"
@@ -279,6 +284,28 @@ void Communicator::reduce_scatter(const void* send, void* recv,
     impl_->prepare_single_copy(ctx, total * dtype_size(type));
     comm::reduce_scatter_ring(ctx, send, recv, recv_counts, type, op);
   });
+}
+
+SharedBuffer Communicator::alloc_shared(size_t bytes) {
+  CHORUS_CHECK_ARG(bytes > 0 && bytes <= transport::shm::kMaxRegionBytes, "alloc_shared: ", bytes,
+                   " bytes (must be 1 .. ", transport::shm::kMaxRegionBytes, ")");
+  impl_->check_usable("alloc_shared");
+  std::shared_ptr<comm::SharedAllocation> allocation;
+  impl_->run(OpInfo{"alloc_shared", bytes, DataType::kUInt8, rank(), size()},
+             [&](comm::Context& ctx) {
+               bool may_share = size() > 1 && local_size() == size();
+               if (may_share && impl_->single_copy_agreed < 0) {
+                 impl_->single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
+               }
+               may_share = may_share && impl_->single_copy_agreed == 1;
+               try {
+                 allocation = impl_->shared.allocate(ctx, bytes, may_share);
+               } catch (const AuthError&) {
+                 impl_->fail();  // the others wait on this rank: let them fail too
+                 throw;
+               }
+             });
+  return SharedBuffer(std::move(allocation));
 }
 
 void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,

@@ -10,6 +10,7 @@
 
 #include "chorus/communicator.h"
 #include "comm/context.h"
+#include "comm/shared_memory.h"
 #include "transport/mesh.h"
 
 namespace chorus {
@@ -61,6 +62,7 @@ struct Communicator::Impl {
   // -1: not asked yet; 0: no; 1: every rank can. Written by the thread running collectives,
   // read by single_copy() from any thread.
   std::atomic<int> single_copy_agreed{-1};
+  comm::SharedMemory shared;  // alloc_shared's allocations and the allreduce in them
 };
 
 namespace comm {

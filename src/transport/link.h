@@ -94,6 +94,15 @@ class Link {
                  ": this link cannot");
   }
 
+  // Opens the file behind descriptor `remote_fd` of the peer's process (through
+  // /proc/<pid>/fd, shared memory the peer created) and returns a new descriptor of it, owned
+  // by the caller. Throws IoError when the kernel refuses or the peer has no such descriptor.
+  // REQUIRES: probe_peer_memory() returned true (the pid is the peer's).
+  virtual int open_peer_file(int remote_fd) {
+    CHORUS_THROW(IoError, "opening descriptor ", remote_fd, " of the peer over ", describe(),
+                 ": this link cannot");
+  }
+
   // Called by idle waits, at most about once a millisecond; throws IoError when the peer
   // is known to be gone (a link without a descriptor has no other way to find out).
   virtual void check_alive() = 0;

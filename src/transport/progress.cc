@@ -162,11 +162,15 @@ void Progress::idle(Transfer* transfers, size_t n) {
     last_alive_check_ = now;
     check_alive(transfers, n);
   }
+  if (waited >= kSpinPhase && block_on_link(transfers, n, now)) return;
+  back_off(waited);
+}
+
+void Progress::back_off(Clock::duration waited) {
   if (waited < kSpinPhase) {
     cpu_relax();
     return;
   }
-  if (block_on_link(transfers, n, now)) return;
   waited -= kSpinPhase;
   if (waited < kYieldPhase) {
     sched_yield();
@@ -174,6 +178,24 @@ void Progress::idle(Transfer* transfers, size_t n) {
     auto sleep = std::min<Clock::duration>(
         kMaxSleep, (waited - kYieldPhase) / 8 + std::chrono::microseconds(20));
     std::this_thread::sleep_for(sleep);
+  }
+}
+
+void Progress::wait_until(const std::function<bool()>& ready, const std::vector<Link*>& links,
+                          const std::function<std::string()>& waiting_for) {
+  auto since = Clock::now(), last_alive_check = since;
+  for (unsigned rounds = 1; !ready(); ++rounds) {
+    if (rounds % kClockEvery != 0) {
+      cpu_relax();
+      continue;
+    }
+    auto now = Clock::now();
+    if (now >= deadline_.at()) throw TimeoutError(what() + ": timed out " + waiting_for());
+    if (now - last_alive_check >= kAliveInterval) {
+      last_alive_check = now;
+      for (Link* link : links) naming_errors([&] { link->check_alive(); });
+    }
+    back_off(now - since);
   }
 }
 

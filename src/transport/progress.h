@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "transport/link.h"
 #include "util/deadline.h"
@@ -67,11 +68,21 @@ class Progress {
   // poll()/idle() until every transfer is complete.
   void finish(Transfer* transfers, size_t n);
 
+  // Waits until ready() returns true — for peers that signal through shared memory rather
+  // than through transfers — backing off like idle() (spin, yield, sleep) and checking the
+  // liveness of `links` about every millisecond. At the deadline, TimeoutError with
+  // "timed out " + waiting_for().
+  void wait_until(const std::function<bool()>& ready, const std::vector<Link*>& links,
+                  const std::function<std::string()>& waiting_for);
+
   const Deadline& deadline() const { return deadline_; }
   std::string what() const { return describe_ ? describe_() : what_; }
 
  private:
   void reset_backoff() { idle_rounds_ = 0; }
+  // The part of a wait that sleeps nowhere in particular: spin, then yield, then sleep
+  // longer the longer it has `waited`.
+  static void back_off(Clock::duration waited);
   // Runs a link call; an IoError from it is rethrown with the operation's name prepended.
   template <typename Call>
   auto naming_errors(Call&& call) -> decltype(call());

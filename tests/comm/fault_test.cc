@@ -3,8 +3,9 @@
 // result) over tcp or shm; then one rank is SIGKILLed or SIGSTOPped and every survivor's
 // allreduce must throw a typed error within a bound. Nothing may be left behind: no child
 // process, no new entry in /dev/shm. Over shm, 4 MiB is the single-copy ring (ranks read
-// each other's buffers) wherever the kernel lets these processes read each other, and with
-// shm_streaming the streaming ring.
+// each other's buffers) wherever the kernel lets these processes read each other, with
+// shm_streaming the streaming ring, and with shm_shared the allreduce in shared memory
+// (Communicator::alloc_shared).
 #include <sys/uio.h>
 
 #include <stdexcept>
@@ -22,8 +23,8 @@ float expected_sum(size_t i) {
   return static_cast<float>(kRanks * (kRanks + 1) / 2 + kRanks * (i % 7));
 }
 
-bool sums_match(const std::vector<float>& recv) {
-  for (size_t i = 0; i < recv.size(); ++i) {
+bool sums_match(const float* recv) {
+  for (size_t i = 0; i < kCount; ++i) {
     if (recv[i] != expected_sum(i)) return false;
   }
   return true;
@@ -36,19 +37,32 @@ bool may_read_parent_memory() {
   uint64_t seen = 0;
   iovec local{&seen, sizeof seen};
   iovec remote{const_cast<uint64_t*>(&marker), sizeof seen};  // same address after fork()
-  return ::process_vm_readv(::getppid(), &local, 1, &remote, 1, 0) == sizeof seen &&
-         seen == marker;
+  return ::process_vm_readv(::getppid(), &local, 1, &remote, 1, 0) == sizeof seen && seen == marker;
 }
 
 class CommFault : public ForkedRanks {
  protected:
   // Allreduces until one throws; says "ready" after kHealthyRounds verified results.
   Record run_loop(Communicator& comm, int report_fd) override {
-    std::vector<float> send(kCount), recv(kCount);
+    bool in_shared_memory = std::strcmp(GetParam(), "shm_shared") == 0;
+    SharedBuffer shared_send, shared_recv;
+    std::vector<float> own_send, own_recv;
+    float *send, *recv;
+    if (in_shared_memory) {
+      shared_send = comm.alloc_shared(kCount * 4);
+      shared_recv = comm.alloc_shared(kCount * 4);
+      send = static_cast<float*>(shared_send.data());
+      recv = static_cast<float*>(shared_recv.data());
+    } else {
+      own_send.resize(kCount);
+      own_recv.resize(kCount);
+      send = own_send.data();
+      recv = own_recv.data();
+    }
     for (size_t i = 0; i < kCount; ++i) send[i] = contribution(comm.rank(), i);
     for (int64_t rounds = 0;; ++rounds) {
       try {
-        comm.allreduce(send.data(), recv.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+        comm.allreduce(send, recv, kCount, DataType::kFloat32, ReduceOp::kSum);
       } catch (const std::exception& e) {
         return make_record(Record::kFailed, comm.rank(), rounds, &e);
       }
@@ -60,7 +74,14 @@ class CommFault : public ForkedRanks {
                                                   "lets ranks read each other's memory");
         return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
       }
-      std::fill(recv.begin(), recv.end(), -1.0f);
+      if (rounds == 0 && in_shared_memory &&
+          (comm.shared_memory_allreduces() == 1) != may_read_parent_memory()) {
+        std::runtime_error e(
+            "shared memory used where the kernel refuses, or not used where "
+            "it allows");
+        return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
+      }
+      std::fill(recv, recv + kCount, -1.0f);
       if (rounds + 1 == kHealthyRounds) {
         write_record(report_fd, make_record(Record::kReady, comm.rank(), rounds + 1, nullptr));
       }
@@ -97,6 +118,15 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
     EXPECT_TRUE(names_the_allreduce(r)) << r.message;
     EXPECT_GT(seconds_between(stopped_ns, r.at_ns), 1.0) << "failed long before the timeout";
   }
+  if (std::strcmp(GetParam(), "shm_shared") == 0) {
+    // Both survivors wait for rank 1 through shared memory, each until its own deadline.
+    for (const Record& r : failures) {
+      EXPECT_STREQ(r.error_type, "TimeoutError") << r.message;
+      EXPECT_NE(std::strstr(r.message, ": timed out waiting for rank 1 to "), nullptr) << r.message;
+    }
+    expect_exits(SIGKILL);
+    return;
+  }
   const Record& successor = failures[1];  // rank 2
   EXPECT_STREQ(successor.error_type, "TimeoutError") << successor.message;
   EXPECT_NE(std::strstr(successor.message, ": timed out receiving from "), nullptr);
@@ -117,7 +147,8 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
   expect_exits(SIGKILL);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, CommFault, ::testing::Values("tcp", "shm", "shm_streaming"),
+INSTANTIATE_TEST_SUITE_P(Transports, CommFault,
+                         ::testing::Values("tcp", "shm", "shm_streaming", "shm_shared"),
                          transport_name);
 
 }  // namespace

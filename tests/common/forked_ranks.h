@@ -144,7 +144,8 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
   }
 
   // Forks the ranks, then hosts the store and tells them its port. The parameter is the
-  // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming.
+  // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming, and
+  // "shm_shared" is shm (the ranks' loops put their buffers in shared memory).
   void start(milliseconds timeout) {
     CommunicatorOptions options;
     options.transport = GetParam();
@@ -152,6 +153,7 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
       options.transport = "shm";
       options.shm_streaming_bytes = size_t{1} << 20;
     }
+    if (options.transport == "shm_shared") options.transport = "shm";
     options.timeout = timeout;
     options.allreduce_algorithm = AllreduceAlgorithm::kRing;  // the order the tests expect
     options.secret = Secret::generate();

@@ -1,5 +1,6 @@
 #include "transport/shm/shm_link.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "chorus/error.h"
 
@@ -80,6 +82,19 @@ void ShmLink::read_peer_memory(const PeerCopy* pieces, size_t n) {
 
 // Closing the socket (in liveness_'s destructor) is what tells the peer we are gone.
 ShmLink::~ShmLink() = default;
+
+int ShmLink::open_peer_file(int remote_fd) {
+  std::string path = "/proc/" + std::to_string(peer_pid_) + "/fd/" + std::to_string(remote_fd);
+  int fd = peer_readable_ == 1 && remote_fd >= 0 ? ::open(path.c_str(), O_RDWR | O_CLOEXEC) : -1;
+  if (fd < 0) {
+    const char* why = peer_readable_ != 1 ? "the peer's memory was not probed readable"
+                      : remote_fd < 0     ? "a negative descriptor"
+                                          : std::strerror(errno);
+    CHORUS_THROW(IoError, "rank ", rank_, ": opening descriptor ", remote_fd, " of the peer over ",
+                 describe(), " failed: ", why);
+  }
+  return fd;
+}
 
 void ShmLink::check_alive() {
   if (broken()) throw_broken("liveness check");

@@ -48,6 +48,7 @@ class ShmLink : public Link {
   void commit_send(size_t n) override { writer_.commit(n); }
   bool probe_peer_memory() override;
   void read_peer_memory(const PeerCopy* pieces, size_t n) override;
+  int open_peer_file(int remote_fd) override;
   int poll_fd() const override { return -1; }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;

@@ -1,0 +1,241 @@
+#include "comm/shared_memory.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "chorus/error.h"
+#include "comm/algorithms.h"
+#include "util/reduce.h"
+#include "util/stream_copy.h"
+
+namespace chorus::comm {
+
+using transport::shm::Region;
+using transport::shm::RegionIdentity;
+
+// A call as a rank posts it in its control block.
+struct SharedMemory::Call {
+  uint64_t send_id, send_offset, recv_id, recv_offset, count;
+  uint32_t type, op;
+};
+
+namespace {
+
+// One per rank, in the data of its control region; only its rank writes it. Two call slots,
+// used alternately: a rank can be at most one call ahead of another that still reads.
+struct ControlBlock {
+  alignas(64) std::atomic<uint64_t> entered;
+  alignas(64) SharedMemory::Call calls[2];
+  alignas(64) std::atomic<uint64_t> finished;
+};
+
+// Reduced a block at a time into scratch that stays in L1, then copied to every rank.
+constexpr size_t kBlockBytes = size_t{32} << 10;
+// From here results are written past the cache (util/stream_copy.h): the outputs would
+// otherwise evict the inputs and the rings of the next call (docs/algorithms.md).
+constexpr size_t kStreamingMinBytes = size_t{4} << 20;
+
+ControlBlock& control_block(const SharedAllocation& control, int r) {
+  return *reinterpret_cast<ControlBlock*>(control.data(r));
+}
+
+std::string describe_call(const SharedMemory::Call& c) {
+  std::ostringstream out;
+  out << c.count << ' ';
+  if (c.type < kNumDataTypes) {
+    out << dtype_name(static_cast<DataType>(c.type));
+  } else {
+    out << "(type " << c.type << ')';
+  }
+  out << ' ';
+  if (c.op < kNumReduceOps) {
+    out << reduce_op_name(static_cast<ReduceOp>(c.op));
+  } else {
+    out << "(op " << c.op << ')';
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t bytes,
+                                                         bool may_share) {
+  auto a = std::make_shared<SharedAllocation>();
+  a->rank = ctx.rank();
+  a->regions.resize(ctx.size());
+  if (!may_share) {
+    a->regions[ctx.rank()] = Region::create(bytes);
+    return a;
+  }
+  if (!control_) {
+    auto control = std::make_shared<SharedAllocation>();
+    control->rank = ctx.rank();
+    control->regions.resize(ctx.size());
+    share(ctx, *control, sizeof(ControlBlock), true);
+    control_ = std::move(control);
+  }
+  share(ctx, *a, bytes, false);
+  allocations_.push_back(a);
+  a->id = allocations_.size();
+  return a;
+}
+
+void SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool control) {
+  int p = ctx.size(), me = ctx.rank();
+  a.regions[me] = Region::create(bytes);
+  if (control) new (a.data(me)) ControlBlock{};
+  std::vector<RegionIdentity> ids(p);
+  ids[me] = a.regions[me].identity();
+  std::vector<size_t> counts(p, sizeof(RegionIdentity));
+  allgatherv_ring(ctx, &ids[me], ids.data(), counts, DataType::kUInt8);
+  for (int r = 0; r < p; ++r) {
+    CHORUS_CHECK_ARG(ids[r].data_bytes == ids[0].data_bytes, "alloc_shared: rank ", r,
+                     " asked for ", ids[r].data_bytes, " bytes, rank 0 for ", ids[0].data_bytes);
+  }
+  for (int r = 0; r < p; ++r) {
+    if (r == me) continue;
+    net::Fd file(ctx.link(r).open_peer_file(ids[r].fd));
+    a.regions[r] = Region::map_peer(std::move(file), ids[r]);
+  }
+  barrier_dissemination(ctx);  // every peer has opened this rank's file
+  a.regions[me].close_descriptor();
+}
+
+void SharedMemory::locate(const void* p, size_t bytes, uint64_t* id, uint64_t* offset) const {
+  *id = 0;
+  *offset = 0;
+  auto at = reinterpret_cast<uintptr_t>(p);
+  for (const auto& weak : allocations_) {
+    auto a = weak.lock();
+    if (!a) continue;
+    auto base = reinterpret_cast<uintptr_t>(a->data(a->rank));
+    if (at >= base && at - base <= a->bytes() && bytes <= a->bytes() - (at - base)) {
+      *id = a->id;
+      *offset = at - base;
+      return;
+    }
+  }
+}
+
+void SharedMemory::resolve(const Call& call, int r, size_t bytes) {
+  auto find = [&](uint64_t id, uint64_t offset) -> char* {
+    std::shared_ptr<SharedAllocation> a;
+    if (id >= 1 && id <= allocations_.size()) a = allocations_[id - 1].lock();
+    if (!a) {
+      CHORUS_THROW(IoError, "rank ", r, "'s allreduce buffer is in shared allocation ", id,
+                   ", which rank ", control_->rank, " no longer has");
+    }
+    if (offset > a->bytes() || bytes > a->bytes() - offset) {
+      CHORUS_THROW(IoError, "rank ", r,
+                   " posted an allreduce buffer past the end of shared "
+                   "allocation ",
+                   id);
+    }
+    held_.push_back(a);
+    return a->data(r) + offset;
+  };
+  src_[r] = find(call.send_id, call.send_offset);
+  dst_[r] = find(call.recv_id, call.recv_offset);
+}
+
+bool SharedMemory::allreduce(Context& ctx, const void* send, void* recv, size_t count,
+                             DataType type, ReduceOp op) {
+  int p = ctx.size(), me = ctx.rank();
+  size_t bytes = count * dtype_size(type);
+  uint64_t call = ++calls_;
+  ControlBlock& mine = control_block(*control_, me);
+  Call& posted = mine.calls[call % 2];
+  locate(send, bytes, &posted.send_id, &posted.send_offset);
+  locate(recv, bytes, &posted.recv_id, &posted.recv_offset);
+  posted.count = count;
+  posted.type = static_cast<uint32_t>(type);
+  posted.op = static_cast<uint32_t>(op);
+  mine.entered.store(call, std::memory_order_release);
+  wait_all(ctx, call, false);
+
+  bool everywhere = true;
+  for (int r = 0; r < p; ++r) {
+    const Call& c = control_block(*control_, r).calls[call % 2];
+    if (c.count != count || c.type != posted.type || c.op != posted.op) {
+      CHORUS_THROW(InvalidArgument, "allreduce: rank ", r, " passed ", describe_call(c),
+                   " but rank ", me, " passed ", describe_call(posted));
+    }
+    everywhere = everywhere && c.send_id != 0 && c.recv_id != 0;
+  }
+  if (!everywhere) return false;
+  src_.assign(p, nullptr);
+  dst_.assign(p, nullptr);
+  held_.clear();
+  for (int r = 0; r < p; ++r) resolve(control_block(*control_, r).calls[call % 2], r, bytes);
+  reduce_part(ctx, count, type, op);
+  held_.clear();
+  mine.finished.store(call, std::memory_order_release);
+  wait_all(ctx, call, true);
+  completed_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void SharedMemory::reduce_part(Context& ctx, size_t count, DataType type, ReduceOp op) {
+  int p = ctx.size(), me = ctx.rank();
+  size_t es = dtype_size(type);
+  size_t begin = part_offset(count, p, me) * es, end = begin + part_count(count, p, me) * es;
+  bool streaming = count * es >= kStreamingMinBytes;
+  size_t block = kBlockBytes / es * es;
+  char* scratch = ctx.ws.incoming.get(block);
+  for (size_t at = begin; at < end; at += block) {
+    size_t n = std::min(block, end - at) / es;
+    if (op == ReduceOp::kAverage && p == 2) {
+      reduce_pair_divided(type, op, scratch, src_[0] + at, src_[1] + at, n, p);
+    } else {
+      reduce_pair(type, op, scratch, src_[0] + at, src_[1] + at, n);
+      for (int r = 2; r < p; ++r) reduce_into(type, op, scratch, src_[r] + at, n);
+      if (op == ReduceOp::kAverage) divide(type, scratch, n, p);
+    }
+    for (int r = 0; r < p; ++r) {
+      if (streaming) {
+        copy_streaming(dst_[r] + at, scratch, n * es);
+      } else {
+        std::memcpy(dst_[r] + at, scratch, n * es);
+      }
+    }
+  }
+}
+
+void SharedMemory::wait_all(Context& ctx, uint64_t call, bool finished) {
+  int p = ctx.size();
+  std::vector<transport::Link*> links;
+  int waiting_for = -1;
+  auto ready = [&] {
+    for (int r = 0; r < p; ++r) {
+      ControlBlock& b = control_block(*control_, r);
+      if ((finished ? b.finished : b.entered).load(std::memory_order_acquire) < call) {
+        if (r != waiting_for) {
+          waiting_for = r;
+          links.assign(1, &ctx.link(r));
+        }
+        return false;
+      }
+    }
+    return true;
+  };
+  if (ready()) return;
+  ctx.progress.wait_until(ready, links, [&] {
+    return std::string("waiting for rank ") + std::to_string(waiting_for) + " to " +
+           (finished ? "finish" : "enter") + " the allreduce in shared memory";
+  });
+}
+
+}  // namespace chorus::comm
+
+namespace chorus {
+
+void* SharedBuffer::data() const {
+  return allocation_ ? allocation_->data(allocation_->rank) : nullptr;
+}
+size_t SharedBuffer::size() const { return allocation_ ? allocation_->bytes() : 0; }
+bool SharedBuffer::shared() const { return allocation_ && allocation_->id != 0; }
+
+}  // namespace chorus
