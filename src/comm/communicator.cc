@@ -298,12 +298,7 @@ SharedBuffer Communicator::alloc_shared(size_t bytes) {
                  impl_->single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
                }
                may_share = may_share && impl_->single_copy_agreed == 1;
-               try {
-                 allocation = impl_->shared.allocate(ctx, bytes, may_share);
-               } catch (const AuthError&) {
-                 impl_->fail();  // the others wait on this rank: let them fail too
-                 throw;
-               }
+               allocation = impl_->shared.allocate(ctx, bytes, may_share);
              });
   return SharedBuffer(std::move(allocation));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -31,6 +32,11 @@ struct ControlBlock {
   alignas(64) SharedMemory::Call calls[2];
   alignas(64) std::atomic<uint64_t> finished;
 };
+
+// The layout documented in docs/wire_format.md.
+static_assert(sizeof(SharedMemory::Call) == 48);
+static_assert(offsetof(ControlBlock, calls) == 64 && offsetof(ControlBlock, finished) == 192);
+static_assert(sizeof(ControlBlock) <= 4096, "fits the control region's page");
 
 // Reduced a block at a time into scratch that stays in L1, then copied to every rank.
 constexpr size_t kBlockBytes = size_t{32} << 10;
