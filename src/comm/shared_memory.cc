@@ -6,9 +6,11 @@
 #include <cstring>
 #include <new>
 #include <sstream>
+#include <string>
 
 #include "chorus/error.h"
 #include "comm/algorithms.h"
+#include "util/log.h"
 #include "util/reduce.h"
 #include "util/stream_copy.h"
 
@@ -72,24 +74,22 @@ std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t by
   auto a = std::make_shared<SharedAllocation>();
   a->rank = ctx.rank();
   a->regions.resize(ctx.size());
-  if (!may_share) {
-    a->regions[ctx.rank()] = Region::create(bytes);
-    return a;
-  }
-  if (!control_) {
+  if (may_share && !control_) {
     auto control = std::make_shared<SharedAllocation>();
     control->rank = ctx.rank();
     control->regions.resize(ctx.size());
-    share(ctx, *control, sizeof(ControlBlock), true);
-    control_ = std::move(control);
+    if (share(ctx, *control, sizeof(ControlBlock), true)) control_ = std::move(control);
   }
-  share(ctx, *a, bytes, false);
+  if (!control_ || !share(ctx, *a, bytes, false)) {
+    if (a->data(a->rank) == nullptr) a->regions[a->rank] = Region::create(bytes);
+    return a;  // plain memory (id 0)
+  }
   allocations_.push_back(a);
   a->id = allocations_.size();
   return a;
 }
 
-void SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool control) {
+bool SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool control) {
   int p = ctx.size(), me = ctx.rank();
   a.regions[me] = Region::create(bytes);
   if (control) new (a.data(me)) ControlBlock{};
@@ -101,13 +101,32 @@ void SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool c
     CHORUS_CHECK_ARG(ids[r].data_bytes == ids[0].data_bytes, "alloc_shared: rank ", r,
                      " asked for ", ids[r].data_bytes, " bytes, rank 0 for ", ids[0].data_bytes);
   }
-  for (int r = 0; r < p; ++r) {
+  // Where a rank cannot open or map a peer's file (no /proc, a header other than announced),
+  // every rank falls back to its own memory: agreed like the single-copy probe.
+  int64_t ok = 1;  // 8 bytes keep the links' streams aligned
+  std::string why;
+  for (int r = 0; r < p && ok == 1; ++r) {
     if (r == me) continue;
-    net::Fd file(ctx.link(r).open_peer_file(ids[r].fd));
-    a.regions[r] = Region::map_peer(std::move(file), ids[r]);
+    try {
+      net::Fd file(ctx.link(r).open_peer_file(ids[r].fd));
+      a.regions[r] = Region::map_peer(std::move(file), ids[r]);
+    } catch (const IoError& e) {  // AuthError included
+      ok = 0;
+      why = e.what();
+    }
   }
-  barrier_dissemination(ctx);  // every peer has opened this rank's file
+  // Also a barrier: past it, every peer has opened this rank's file or given up.
+  allreduce_recursive_doubling(ctx, &ok, &ok, 1, DataType::kInt64, ReduceOp::kMin);
   a.regions[me].close_descriptor();
+  if (ok == 1) return true;
+  if (!why.empty()) {
+    CHORUS_LOG(kWarning, "comm") << "rank " << me << ": alloc_shared gives every rank memory of "
+                                 << "its own: " << why;
+  }
+  for (int r = 0; r < p; ++r) {
+    if (r != me) a.regions[r] = Region();
+  }
+  return false;
 }
 
 void SharedMemory::locate(const void* p, size_t bytes, uint64_t* id, uint64_t* offset) const {

@@ -45,7 +45,8 @@ inline constexpr size_t kSharedMinBytes = size_t{4} << 10;
 class SharedMemory {
  public:
   // Collective: a new allocation of `bytes` (the same on every rank, else InvalidArgument
-  // on every rank), mapped by every rank when `may_share` (the same on every rank).
+  // on every rank), mapped by every rank when `may_share` (the same on every rank) and every
+  // rank could open every other's; otherwise this rank's own memory (id 0).
   std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share);
 
   // Whether allreduces run the handshake: a shared allocation was made (on every rank).
@@ -64,8 +65,9 @@ class SharedMemory {
 
  private:
   // Creates this rank's region for `a` (with a ControlBlock in it when `control`) and maps
-  // every peer's (collective).
-  void share(Context& ctx, SharedAllocation& a, size_t bytes, bool control);
+  // every peer's (collective). False, on every rank, when some rank could not map a peer's:
+  // then `a` holds only this rank's region.
+  bool share(Context& ctx, SharedAllocation& a, size_t bytes, bool control);
   // (id, offset) of the shared allocation holding [p, p + bytes) here; id 0 when none.
   void locate(const void* p, size_t bytes, uint64_t* id, uint64_t* offset) const;
   // This rank's view of where rank r's buffers of the call posted in `slot` are.

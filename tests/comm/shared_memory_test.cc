@@ -255,6 +255,74 @@ TEST(SharedMemory, BadSizesAreRefusedBeforeAnythingIsSent) {
   EXPECT_FALSE(group[0].broken());
 }
 
+// A real shm link that, when `refuse`, cannot open the peer's files (as without /proc).
+class MaybeNoOpenLink : public transport::Link {
+ public:
+  MaybeNoOpenLink(transport::Link& inner, bool refuse)
+      : Link(inner.peer()), inner_(inner), refuse_(refuse) {}
+  size_t try_send(const void* d, size_t n) override { return inner_.try_send(d, n); }
+  size_t try_recv(void* d, size_t n) override { return inner_.try_recv(d, n); }
+  int poll_fd() const override { return inner_.poll_fd(); }
+  bool wait_ready(bool s, std::chrono::nanoseconds w) override { return inner_.wait_ready(s, w); }
+  const char* peek_recv(size_t* a) override { return inner_.peek_recv(a); }
+  void consume_recv(size_t n) override { inner_.consume_recv(n); }
+  char* reserve_send(size_t* a) override { return inner_.reserve_send(a); }
+  void commit_send(size_t n) override { inner_.commit_send(n); }
+  bool probe_peer_memory() override { return inner_.probe_peer_memory(); }
+  void read_peer_memory(const transport::PeerCopy* p, size_t n) override {
+    inner_.read_peer_memory(p, n);
+  }
+  int open_peer_file(int fd) override {
+    if (refuse_) CHORUS_THROW(IoError, "opening descriptor ", fd, ": no /proc here (test)");
+    return inner_.open_peer_file(fd);
+  }
+  void check_alive() override { inner_.check_alive(); }
+  void abort() noexcept override { inner_.abort(); }
+  std::string describe() const override { return inner_.describe(); }
+
+ private:
+  transport::Link& inner_;
+  bool refuse_;
+};
+
+// One rank cannot open its peers' files: every rank gets plain memory, the allreduce takes
+// the usual path, and nothing breaks.
+TEST(SharedMemory, ARankThatCannotOpenItsPeersFilesMakesEveryRankFallBack) {
+  const int p = 3, refusing = 1;
+  transport::testing::TestStore store;
+  std::vector<std::unique_ptr<transport::Mesh>> real(p);
+  std::vector<std::unique_ptr<Communicator>> comms(p);
+  run_ranks(p, [&](int r) {
+    auto client = store.client("m");
+    real[r] = transport::connect_mesh(
+        *client, r, p, transport::testing::options(transport::TransportKind::kShm, store.secret()));
+    auto mesh = std::make_unique<GivenMesh>(r, p);
+    for (int q = 0; q < p; ++q) {
+      if (q != r)
+        mesh->set_link(q, std::make_unique<MaybeNoOpenLink>(real[r]->link(q), r == refusing));
+    }
+    comms[r] = make_communicator(std::move(mesh), Group::default_options());
+  });
+  std::vector<SharedBuffer> buf(p);
+  run_ranks(p, [&](int r) { buf[r] = comms[r]->alloc_shared(8192 * 4); });
+  for (int r = 0; r < p; ++r) {
+    EXPECT_FALSE(buf[r].shared()) << "rank " << r;
+    ASSERT_EQ(buf[r].size(), 8192u * 4);
+    for (int i = 0; i < 8192; ++i)
+      static_cast<float*>(buf[r].data())[i] = static_cast<float>(r + i);
+  }
+  run_ranks(p, [&](int r) {
+    comms[r]->allreduce(buf[r].data(), buf[r].data(), 8192, DataType::kFloat32, ReduceOp::kSum);
+  });
+  for (int r = 0; r < p; ++r) {
+    EXPECT_FALSE(comms[r]->broken());
+    EXPECT_EQ(comms[r]->shared_memory_allreduces(), 0u);
+    for (int i = 0; i < 8192; i += 97) {
+      ASSERT_EQ(static_cast<float*>(buf[r].data())[i], 3.0f * i + 3.0f) << "rank " << r;
+    }
+  }
+}
+
 // The memory stays valid while a handle exists, after the communicator is gone.
 TEST(SharedMemory, BuffersOutliveTheirCommunicator) {
   std::vector<SharedBuffer> buf(2);
