@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/shm/mapping.h"
 #include "util/net.h"
 
 namespace chorus::transport::shm {
@@ -30,13 +31,6 @@ constexpr uint64_t kMaxRegionBytes = uint64_t{1} << 44;
 
 class Region {
  public:
-  Region() = default;
-  ~Region();
-  Region(Region&& other) noexcept;
-  Region& operator=(Region&& other) noexcept;
-  Region(const Region&) = delete;
-  Region& operator=(const Region&) = delete;
-
   // Creates, sizes, seals and maps a region with `data_bytes` (1 .. kMaxRegionBytes) of
   // zeroed data, its pages populated. Throws InvalidArgument for a bad size, IoError when
   // memory is short.
@@ -45,17 +39,16 @@ class Region {
   // size, seals and header against `expected`. Throws AuthError when they differ.
   static Region map_peer(net::Fd file, const RegionIdentity& expected);
 
-  char* data() const { return base_ == nullptr ? nullptr : base_ + kRegionHeaderBytes; }
+  char* data() const {
+    return mapping_.data() == nullptr ? nullptr : mapping_.data() + kRegionHeaderBytes;
+  }
   size_t data_bytes() const { return identity_.data_bytes; }
   const RegionIdentity& identity() const { return identity_; }
   // The creator's descriptor is no longer needed once every peer has opened the file.
   void close_descriptor();
 
  private:
-  void unmap();
-
-  char* base_ = nullptr;
-  size_t mapped_ = 0;
+  Mapping mapping_;
   RegionIdentity identity_;
   net::Fd fd_;  // the creator's, until close_descriptor()
 };

@@ -66,7 +66,7 @@ class ShmLink : public Link {
   int side_;
   shm::Segment segment_;
   net::Fd liveness_;
-  int peer_pid_ = 0;       // 0: unknown (no single copy)
+  int peer_pid_ = 0;        // 0: unknown (no single copy)
   int peer_readable_ = -1;  // probe_peer_memory's answer: -1 not probed yet, 0 no, 1 yes
   shm::RingWriter writer_;
   shm::RingReader reader_;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/shm/mapping.h"
 #include "transport/shm/shm_ring.h"
 #include "util/net.h"
 
@@ -34,7 +35,7 @@ struct SegmentHeader {
 };
 
 constexpr uint64_t kSegmentMagic = 0x67655373756f6863ull;  // "chorusSeg"
-constexpr uint32_t kSegmentVersion = 3;  // 2: doorbells, 3: probe addresses
+constexpr uint32_t kSegmentVersion = 3;                    // 2: doorbells, 3: probe addresses
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "header must fit its page");
 
@@ -43,13 +44,6 @@ bool valid_ring_bytes(uint64_t ring_bytes);
 
 class Segment {
  public:
-  Segment() = default;
-  ~Segment();
-  Segment(Segment&& other) noexcept;
-  Segment& operator=(Segment&& other) noexcept;
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-
   // Creates, sizes, seals and maps a new segment; `fd` receives its descriptor (to pass to
   // the peer; close it once the peer has it). Throws IoError when memory is short.
   static Segment create(uint64_t ring_bytes, net::Fd& fd);
@@ -57,19 +51,14 @@ class Segment {
   // Throws AuthError when it is not a well-formed chorus segment of ring_bytes.
   static Segment map_existing(int fd, uint64_t ring_bytes);
 
-  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(mapping_.data()); }
   char* ring_data(int side) const {
-    return static_cast<char*>(base_) + kHeaderBytes + static_cast<size_t>(side) * ring_bytes_;
+    return mapping_.data() + kHeaderBytes + static_cast<size_t>(side) * ring_bytes_;
   }
   uint64_t ring_bytes() const { return ring_bytes_; }
 
  private:
-  Segment(void* base, size_t size, uint64_t ring_bytes)
-      : base_(base), size_(size), ring_bytes_(ring_bytes) {}
-  void unmap();
-
-  void* base_ = nullptr;
-  size_t size_ = 0;
+  Mapping mapping_;
   uint64_t ring_bytes_ = 0;
 };
 
