@@ -12,6 +12,7 @@
 
 namespace chorus {
 
+class Communicator;
 namespace comm {
 struct SharedAllocation;
 }
@@ -29,10 +30,11 @@ class SharedBuffer {
   // it take the usual path. The same on every rank.
   bool shared() const;
 
+ private:
+  friend class Communicator;  // alloc_shared makes them
   explicit SharedBuffer(std::shared_ptr<comm::SharedAllocation> allocation)
       : allocation_(std::move(allocation)) {}
 
- private:
   std::shared_ptr<comm::SharedAllocation> allocation_;
 };
 
