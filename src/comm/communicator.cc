@@ -119,9 +119,13 @@ bool Communicator::Impl::streams(size_t bytes) const {
 
 void Communicator::Impl::prepare_single_copy(comm::Context& ctx, size_t bytes) {
   if (!options.shm_single_copy || bytes < comm::kSingleCopyMinBytes) return;
-  if (mesh->topology().local_size != mesh->size()) return;  // a ring across hosts
+  ctx.single_copy = peers_readable(ctx);
+}
+
+bool Communicator::Impl::peers_readable(comm::Context& ctx) {
+  if (mesh->size() == 1 || mesh->topology().local_size != mesh->size()) return false;
   if (single_copy_agreed < 0) single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
-  ctx.single_copy = single_copy_agreed == 1;
+  return single_copy_agreed == 1;
 }
 
 void Communicator::Impl::fail() noexcept {
@@ -183,10 +187,9 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
-    if (impl_->shared.active() && count * es >= comm::kSharedMinBytes) {
-      info.algorithm = "shared memory";
-      if (impl_->shared.allreduce(ctx, send, recv, count, type, op)) return;
-    }
+    info.algorithm = "shared memory";  // names its waits, if it runs
+    if (impl_->shared.allreduce(ctx, send, recv, count, type, op)) return;
+    info.algorithm = nullptr;
     auto algo = impl_->choose_allreduce(ctx, count * es);
     info.algorithm = ctx.single_copy ? "ring (single-copy)"
                      : ctx.streaming ? "ring (streaming)"
@@ -293,12 +296,7 @@ SharedBuffer Communicator::alloc_shared(size_t bytes) {
   std::shared_ptr<comm::SharedAllocation> allocation;
   impl_->run(OpInfo{"alloc_shared", bytes, DataType::kUInt8, rank(), size()},
              [&](comm::Context& ctx) {
-               bool may_share = size() > 1 && local_size() == size();
-               if (may_share && impl_->single_copy_agreed < 0) {
-                 impl_->single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
-               }
-               may_share = may_share && impl_->single_copy_agreed == 1;
-               allocation = impl_->shared.allocate(ctx, bytes, may_share);
+               allocation = impl_->shared.allocate(ctx, bytes, impl_->peers_readable(ctx));
              });
   return SharedBuffer(std::move(allocation));
 }

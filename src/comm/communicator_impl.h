@@ -42,6 +42,9 @@ struct Communicator::Impl {
   // Sets ctx.single_copy for a ring call over `bytes` (the same on every rank). The first
   // call that qualifies runs comm::agree_single_copy on every rank; later ones reuse it.
   void prepare_single_copy(comm::Context& ctx, size_t bytes);
+  // Whether every rank is on this host and may read (and open) its peers' memory: agreed
+  // by every rank together at the first call (comm::agree_single_copy), then cached.
+  bool peers_readable(comm::Context& ctx);
   // Whether an allreduce of `bytes` runs the streaming ring (ctx.streaming; the same on
   // every rank: options and topology only).
   bool streams(size_t bytes) const;

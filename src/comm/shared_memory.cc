@@ -168,8 +168,9 @@ void SharedMemory::resolve(const Call& call, int r, size_t bytes) {
 
 bool SharedMemory::allreduce(Context& ctx, const void* send, void* recv, size_t count,
                              DataType type, ReduceOp op) {
-  int p = ctx.size(), me = ctx.rank();
   size_t bytes = count * dtype_size(type);
+  if (!control_ || bytes < kSharedMinBytes) return false;
+  int p = ctx.size(), me = ctx.rank();
   uint64_t call = ++calls_;
   ControlBlock& mine = control_block(*control_, me);
   Call& posted = mine.calls[call % 2];

@@ -49,13 +49,11 @@ class SharedMemory {
   // rank could open every other's; otherwise this rank's own memory (id 0).
   std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share);
 
-  // Whether allreduces run the handshake: a shared allocation was made (on every rank).
-  bool active() const { return control_ != nullptr; }
-
-  // The handshake, then the allreduce in shared memory when every rank's send and recv lie
-  // in shared allocations; false (nothing done) when some rank's do not, and the caller
-  // runs the usual allreduce. InvalidArgument on every rank when counts, types or ops
-  // differ; IoError / TimeoutError from the waits as from any collective.
+  // Once a shared allocation exists (on every rank alike), for calls of kSharedMinBytes or
+  // more: the handshake, then the allreduce in shared memory when every rank's send and
+  // recv lie in shared allocations. False (nothing done) otherwise: the caller runs the
+  // usual allreduce. InvalidArgument on every rank when counts, types or ops differ;
+  // IoError / TimeoutError from the waits as from any collective.
   bool allreduce(Context& ctx, const void* send, void* recv, size_t count, DataType type,
                  ReduceOp op);
   // Allreduces run in shared memory so far; read from any thread.
