@@ -85,16 +85,28 @@ run_pair() {
   local vars=()
   while [[ "$1" != "--" ]]; do vars+=("$1"); shift; done
   shift
-  local port secret pids=() rc=0
-  port="$(free_port)"
-  secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  for rank in 0 1; do
-    env "${vars[@]}" CHORUS_RANK=$rank CHORUS_SIZE=2 CHORUS_LOCAL_RANK=$rank \
-      CHORUS_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" CHORUS_SECRET="$secret" \
-      timeout -k 10 "$run_timeout" "$bench" "$@" >"$out/$name$suffix.rank$rank.log" 2>&1 &
-    pids+=($!)
+  local port secret pids rc
+  # free_port only checks; another process may take the port first. Then rank 0 cannot
+  # listen, and the pair is started again on another port.
+  for attempt in 1 2 3; do
+    port="$(free_port)"
+    secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    pids=(); rc=0
+    for rank in 0 1; do
+      env "${vars[@]}" CHORUS_RANK=$rank CHORUS_SIZE=2 CHORUS_LOCAL_RANK=$rank \
+        CHORUS_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" CHORUS_SECRET="$secret" \
+        timeout -k 10 "$run_timeout" "$bench" "$@" >"$out/$name$suffix.rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[0]}" || rc=$?
+    if [[ $rc != 0 ]] && grep -q "cannot listen on .*Address already in use" \
+      "$out/$name$suffix.rank0.log"; then
+      kill "${pids[1]}" 2>/dev/null; wait "${pids[1]}" 2>/dev/null
+      continue  # rank 1 would only wait for the store until its timeout
+    fi
+    wait "${pids[1]}" || rc=$?
+    break
   done
-  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
   return $rc
 }
 
