@@ -16,9 +16,10 @@ enum class DataType : uint8_t {
   kBFloat16,  // bfloat16; reduced with float32 arithmetic per addition
   kFloat32,
   kFloat64,
+  kInt16,  // appended last: values are on the wire
 };
 
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 9;
 
 enum class ReduceOp : uint8_t {
   kSum,
@@ -32,7 +33,7 @@ inline constexpr int kNumReduceOps = 5;
 
 // Bytes per element.
 size_t dtype_size(DataType type);
-// "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64".
+// "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64", "int16".
 const char* dtype_name(DataType type);
 // "sum", "average", "min", "max", "product".
 const char* reduce_op_name(ReduceOp op);

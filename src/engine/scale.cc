@@ -38,6 +38,8 @@ void scale_copy(DataType type, void* dst, const void* src, size_t count, double 
       return scale_as<int32_t>(dst, src, count, factor);
     case DataType::kInt64:
       return scale_as<int64_t>(dst, src, count, factor);
+    case DataType::kInt16:
+      return scale_as<int16_t>(dst, src, count, factor);
     case DataType::kFloat16:
       return scale_half<half_to_float, float_to_half>(dst, src, count, static_cast<float>(factor));
     case DataType::kBFloat16:

@@ -45,7 +45,8 @@ __attribute__((target("avx2,f16c"))) void pair_avx2(void* out, const void* a, co
 #define CHORUS_TABLE(F)                                                                            \
   {                                                                                                \
     CHORUS_ROW(F, uint8_t), CHORUS_ROW(F, int8_t), CHORUS_ROW(F, int32_t), CHORUS_ROW(F, int64_t), \
-        CHORUS_ROW(F, Half), CHORUS_ROW(F, BFloat16), CHORUS_ROW(F, float), CHORUS_ROW(F, double)  \
+        CHORUS_ROW(F, Half), CHORUS_ROW(F, BFloat16), CHORUS_ROW(F, float), CHORUS_ROW(F, double), \
+        CHORUS_ROW(F, int16_t)                                                                     \
   }
 
 const IntoFn kIntoGeneric[kNumDataTypes][kNumReduceOps] = CHORUS_TABLE(into_generic);
@@ -206,6 +207,8 @@ void divide(DataType type, void* buf, size_t count, int64_t divisor) {
       return divide_integers<int32_t>(buf, count, divisor);
     case DataType::kInt64:
       return divide_integers<int64_t>(buf, count, divisor);
+    case DataType::kInt16:
+      return divide_integers<int16_t>(buf, count, divisor);
     case DataType::kFloat16:
 #if defined(__x86_64__)
       if (avx2_enabled()) return divide_halves<F16cHalf>(buf, count, divisor);

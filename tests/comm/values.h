@@ -16,7 +16,7 @@
 
 namespace chorus::comm::testing {
 
-inline bool is_float(DataType t) { return t >= DataType::kFloat16; }
+inline bool is_float(DataType t) { return t >= DataType::kFloat16 && t != DataType::kInt16; }
 
 inline int64_t get_int(DataType t, const char* p, size_t i) {
   switch (t) {
@@ -24,6 +24,8 @@ inline int64_t get_int(DataType t, const char* p, size_t i) {
       return reinterpret_cast<const uint8_t*>(p)[i];
     case DataType::kInt8:
       return reinterpret_cast<const int8_t*>(p)[i];
+    case DataType::kInt16:
+      return reinterpret_cast<const int16_t*>(p)[i];
     case DataType::kInt32:
       return reinterpret_cast<const int32_t*>(p)[i];
     default:
@@ -38,6 +40,8 @@ inline int64_t set_int(DataType t, char* p, size_t i, uint64_t v) {
       return reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
     case DataType::kInt8:
       return reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+    case DataType::kInt16:
+      return reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
     case DataType::kInt32:
       return reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
     default:

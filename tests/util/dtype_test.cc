@@ -7,7 +7,7 @@
 namespace chorus {
 
 TEST(DType, SizesAndNamesRoundTrip) {
-  const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8};
+  const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8, 2};
   for (int i = 0; i < kNumDataTypes; ++i) {
     auto t = static_cast<DataType>(i);
     EXPECT_EQ(dtype_size(t), sizes[i]);

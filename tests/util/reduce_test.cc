@@ -102,6 +102,8 @@ double load(DataType t, const std::vector<char>& buf, size_t i) {
       return *reinterpret_cast<const uint8_t*>(p);
     case DataType::kInt8:
       return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kInt16:
+      return *reinterpret_cast<const int16_t*>(p);
     case DataType::kInt32:
       return *reinterpret_cast<const int32_t*>(p);
     case DataType::kInt64:
@@ -126,6 +128,9 @@ void store(DataType t, std::vector<char>& buf, size_t i, double v) {
       break;
     case DataType::kInt8:
       *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DataType::kInt16:
+      *reinterpret_cast<int16_t*>(p) = static_cast<int16_t>(v);
       break;
     case DataType::kInt32:
       *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
@@ -173,7 +178,7 @@ double model(DataType t, ReduceOp op, double a, double b) {
 }
 
 void fill(DataType t, std::vector<char>& buf, size_t n, std::mt19937& rng) {
-  bool is_float = t >= DataType::kFloat16;
+  bool is_float = t >= DataType::kFloat16 && t != DataType::kInt16;
   std::uniform_int_distribution<int> small(t == DataType::kUInt8 ? 0 : -9, 9);
   std::uniform_real_distribution<double> real(-4, 4);
   for (size_t i = 0; i < n; ++i) store(t, buf, i, is_float ? real(rng) : small(rng));
