@@ -118,6 +118,19 @@ class Communicator {
   // Returns once every rank has entered.
   void barrier();
 
+  // A new communicator among `ranks` (ranks of this one, ascending, distinct, including this
+  // rank), with links of its own: its rank i is ranks[i]. Collective over those ranks only,
+  // which must pass the same `ranks` and `scope`; a scope names one split of this
+  // communicator (a second split with the same scope on the same store is undefined).
+  // Connects through the store this communicator was created with, under the keys
+  // "split/<scope>/", so the new communicator may split again. Uses neither this
+  // communicator's links nor its scratch memory: any thread may call it, also while another
+  // thread runs this communicator's collectives (how the engine builds process sets).
+  // REQUIRES: created by create(), and that store still alive (InvalidArgument when the
+  // communicator was made another way). Throws what create() throws.
+  std::unique_ptr<Communicator> split(const std::vector<int>& ranks,
+                                      const std::string& scope) const;
+
   // Collective: every rank asks for the same number of bytes (> 0; InvalidArgument on every
   // rank otherwise). Returns memory that every other rank maps too when all ranks are on
   // this host and may open each other's memory (SharedBuffer::shared()), else this rank's

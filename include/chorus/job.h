@@ -27,10 +27,20 @@ class Job {
   static std::unique_ptr<Job> from_env();  // options from CommunicatorOptions::from_env()
   ~Job();
 
+  // InvalidArgument after disconnect() until reconnect().
   Communicator& world();
   // The store, with keys scoped to this attempt (restart counter).
   Store& store();
   int restart_count() const;
+
+  // Closes the world communicator (its links and shared memory) and keeps the store, so
+  // that reconnect() can form a new world over it: chorus::shutdown() then chorus::init()
+  // in one process. Idempotent.
+  void disconnect();
+  // Collective over every rank: a new world communicator, its rendezvous keys scoped by
+  // how many times this job has connected, so every rank must disconnect and reconnect the
+  // same number of times. No-op while connected. Throws what from_env() throws.
+  void reconnect();
 
   struct Impl;
 

@@ -47,7 +47,29 @@ std::unique_ptr<Communicator> Communicator::create(Store& store, int rank, int s
   mesh_options.timeout = options.timeout;
   mesh_options.secret = options.secret;
   auto mesh = transport::connect_mesh(store, rank, size, mesh_options);
-  return comm::make_communicator(std::move(mesh), options);
+  auto comm = comm::make_communicator(std::move(mesh), options);
+  comm->impl_->store = &store;
+  return comm;
+}
+
+std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks,
+                                                  const std::string& scope) const {
+  CHORUS_CHECK_ARG(impl_->store != nullptr,
+                   "Communicator::split: this communicator was not created through a store");
+  CHORUS_CHECK_ARG(!scope.empty(), "Communicator::split: empty scope");
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    CHORUS_CHECK_ARG(ranks[i] >= 0 && ranks[i] < size(), "Communicator::split: rank ", ranks[i],
+                     " out of range [0, ", size(), ")");
+    CHORUS_CHECK_ARG(i == 0 || ranks[i] > ranks[i - 1],
+                     "Communicator::split: ranks must be ascending and distinct");
+    if (ranks[i] == rank()) me = static_cast<int>(i);
+  }
+  CHORUS_CHECK_ARG(me >= 0, "Communicator::split: rank ", rank(), " is not among the ranks");
+  auto store = std::make_unique<PrefixStore>("split/" + scope + "/", *impl_->store);
+  auto child = create(*store, me, static_cast<int>(ranks.size()), impl_->options);
+  child->impl_->owned_store = std::move(store);
+  return child;
 }
 
 }  // namespace chorus

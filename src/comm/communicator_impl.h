@@ -59,6 +59,10 @@ struct Communicator::Impl {
 
   std::unique_ptr<transport::Mesh> mesh;
   CommunicatorOptions options;
+  // The store create() connected through (nullptr for hand-made meshes), for split(); a
+  // split communicator owns the prefixed view of its parent's store it was created with.
+  Store* store = nullptr;
+  std::unique_ptr<Store> owned_store;
   std::atomic<bool> broken{false};
   comm::Workspace workspace;
   std::vector<size_t> uniform_counts;  // allgather / alltoall's per-rank counts

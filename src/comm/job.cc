@@ -21,6 +21,9 @@ struct Job::Impl {
   std::unique_ptr<TcpStoreServer> server;  // rank 0 of a job whose launcher hosts none
   std::unique_ptr<TcpStoreClient> client;
   std::unique_ptr<PrefixStore> attempt_store;
+  CommunicatorOptions options;
+  int connections = 0;                     // worlds formed so far
+  std::unique_ptr<PrefixStore> reconnect_store;  // the keys of the current world, after the first
   std::unique_ptr<Communicator> world;
 };
 
@@ -93,15 +96,37 @@ std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
                         std::to_string(env.rank),
                     "1");
   impl->attempt_store = std::make_unique<PrefixStore>(attempt, *impl->client);
-  impl->world = Communicator::create(*impl->attempt_store, env.rank, env.size, opts);
+  impl->options = opts;
+  auto job = std::unique_ptr<Job>(new Job(std::move(impl)));
+  job->reconnect();
   CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined ("
                            << env.source << ")";
-  return std::unique_ptr<Job>(new Job(std::move(impl)));
+  return job;
 }
 
 Job::Job(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Job::~Job() = default;
-Communicator& Job::world() { return *impl_->world; }
+
+Communicator& Job::world() {
+  CHORUS_CHECK_ARG(impl_->world != nullptr, "the job is disconnected (call reconnect())");
+  return *impl_->world;
+}
+
+void Job::disconnect() { impl_->world.reset(); }
+
+void Job::reconnect() {
+  if (impl_->world) return;
+  Store* store = impl_->attempt_store.get();
+  // The first world keeps the attempt's own keys; later ones must not meet stale addresses.
+  if (impl_->connections > 0) {
+    impl_->reconnect_store = std::make_unique<PrefixStore>(
+        "reconnect/" + std::to_string(impl_->connections) + "/", *impl_->attempt_store);
+    store = impl_->reconnect_store.get();
+  }
+  impl_->world = Communicator::create(*store, impl_->env.rank, impl_->env.size, impl_->options);
+  ++impl_->connections;
+}
+
 Store& Job::store() { return *impl_->attempt_store; }
 int Job::restart_count() const { return impl_->env.restart_count; }
 
