@@ -19,11 +19,16 @@
 // IoError or TimeoutError from the communicator the engine is stopped: every pending handle
 // fails with that error and later enqueues fail at once with it.
 //
+// Process sets (Horovod's): add_process_set() gives a subset of the ranks an Engine of its
+// own, on a communicator of its own, so ops on different sets (disjoint or overlapping) and
+// on the whole group run concurrently; none waits for another's ranks.
+//
 // Thread safety: every method may be called from any thread, except that start() and the
-// destructor must not race with other calls on the same Engine. Handles may be shared and
-// waited on from any thread.
+// destructor must not race with other calls on the same Engine, and process sets are added
+// and removed by one thread at a time. Handles may be shared and waited on from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +52,18 @@ enum class OpType : uint8_t {
 
 // "allreduce", "allgather", "broadcast", "alltoall", "reduce_scatter", "barrier".
 const char* op_type_name(OpType op);
+
+// What the ops mean while some ranks have joined (Engine::join).
+enum class JoinMode : uint8_t {
+  // Joined ranks take part in every op: zeros (allreduce, reduce_scatter), no rows
+  // (allgather), receiving only (broadcast, barrier); an average divides by the ranks that
+  // submitted the op. alltoall, and a broadcast whose root joined, fail.
+  kContribute,
+  // Horovod's: joined ranks take part in allreduce (zeros) and barrier only, and an average
+  // divides by every rank; allgather, broadcast, alltoall and reduce_scatter fail with
+  // InvalidArgument on every rank that submitted them.
+  kHorovod,
+};
 
 struct EngineOptions {
   // CHORUS_CYCLE_TIME_MS (default 1): the pause before the next negotiation when ops wait
@@ -72,6 +89,8 @@ struct EngineOptions {
   std::chrono::milliseconds stall_shutdown{0};
   // CHORUS_TIMELINE: when set, rank 0 writes a Chrome-trace timeline to this path.
   std::string timeline_path;
+  // Not from the environment: the Python layer (chorus.torch) chooses Horovod's.
+  JoinMode join_mode = JoinMode::kContribute;
 
   // Defaults overridden by the CHORUS_ variables named above; InvalidArgument on bad values.
   static EngineOptions from_env();
@@ -91,6 +110,7 @@ struct EngineStats {
 };
 
 struct HandleState;
+class Engine;
 
 // The future of one enqueued operation. Cheap to copy; all copies refer to the same op.
 class Handle {
@@ -106,6 +126,10 @@ class Handle {
   void wait(std::chrono::milliseconds timeout) const;
   // wait() with CHORUS_TIMEOUT_SECONDS.
   void wait() const;
+  // Waits up to `timeout` and says whether the op finished (successfully or not); never
+  // throws the op's error (wait() does). For callers that wait in slices, e.g. to notice
+  // a signal between them.
+  bool wait_for(std::chrono::milliseconds timeout) const;
 
   // Results. REQUIRES: the op finished successfully (wait() returned).
   // The output: the caller's output buffer for allreduce / broadcast, an engine-owned buffer
@@ -115,6 +139,8 @@ class Handle {
   const std::vector<int64_t>& shape() const;
   // alltoall: rows received from each rank.
   const std::vector<int64_t>& received_splits() const;
+  // join_async: the last rank to join.
+  int last_joined_rank() const;
 
  private:
   const HandleState& done_state() const;
@@ -175,11 +201,21 @@ class Engine {
   // Finishes once every rank has entered a barrier of this name.
   Handle barrier(const std::string& name = "barrier");
 
+  // A name for an unnamed op: "<prefix>.noname.<n>", n counting this engine's unnamed ops
+  // from 0 (every prefix shares the count). Ranks must then issue their unnamed ops in the
+  // same order, as in Horovod. While this rank has joined, the others' unnamed ops count
+  // here too (it takes part in them), so its next unnamed op after the join pairs with
+  // theirs.
+  std::string unnamed(const std::string& prefix);
+
   // For uneven data: this rank has no more work. Until every rank has joined, others' ops
   // run with this rank contributing zeros (allreduce, reduce_scatter), no rows (allgather)
   // or only receiving (broadcast, barrier). Blocks until every rank joined or `timeout`
   // (TimeoutError); returns the last rank to join. Enqueues while joined fail.
   int join(std::chrono::milliseconds timeout);
+  // join() without blocking: the handle finishes once every rank has joined, and then
+  // gives last_joined_rank().
+  Handle join_async();
 
   // Starts (or restarts, truncating) a Chrome-trace timeline of this rank at `path`;
   // stop_timeline() closes the JSON array. IoError if the file cannot be opened.
@@ -188,11 +224,68 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Collective over every rank of this engine, each passing the same ranks (any order,
+  // distinct, within [0, size())), in the same order as its other process-set calls: a new
+  // set among those ranks, with ids counting up from 1 (0 names this engine). Its members
+  // connect a communicator of their own (Communicator::split; this engine's communicator
+  // must come from Communicator::create) and start an engine on it with this engine's
+  // options; the call returns once they are connected. InvalidArgument on every rank when
+  // the ranks differ between ranks, are malformed on any rank, or equal an existing set's
+  // (or every rank: the whole group is set 0). Agreement runs as ops of this engine, so it
+  // may not be called while this rank has joined.
+  std::shared_ptr<class ProcessSet> add_process_set(std::vector<int> ranks);
+  // Collective over every rank of this engine with the same id: shuts the set's engine down
+  // on its members (their pending ops on it fail with IoError "engine shut down") and
+  // forgets it. InvalidArgument on every rank for id 0, an unknown id, or ids that differ.
+  void remove_process_set(int id);
+  // The set with this id (0: this engine as a set of all ranks), or nullptr.
+  std::shared_ptr<ProcessSet> process_set(int id) const;
+  // Every set, ordered by id, set 0 first.
+  std::vector<std::shared_ptr<ProcessSet>> process_sets() const;
+
   struct Impl;
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A subset of an engine's ranks that runs collectives among itself (Engine::add_process_set).
+// Ranks are the parent engine's; a member's engine numbers them 0..size()-1 in ascending
+// order, so a broadcast root or an allgather's order is a rank *within* the set.
+// Thread safety: any thread; engine() follows Engine's rules.
+class ProcessSet {
+ public:
+  int id() const { return id_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  bool included() const { return rank_ >= 0; }
+  // This rank's index in ranks(), or -1 when it is not a member.
+  int rank() const { return rank_; }
+  // The index in ranks() of the parent's rank `parent_rank`, or -1.
+  int rank_of(int parent_rank) const;
+  // The members' engine. InvalidArgument when this rank is not a member or the set was
+  // removed.
+  Engine& engine() const;
+  bool removed() const;
+
+  // For the parent engine: `engine` is owned (a member of an added set), or `parent` is the
+  // set-0 view of the parent itself.
+  ProcessSet(int id, std::vector<int> ranks, int parent_rank, std::unique_ptr<Engine> engine,
+             Engine* parent = nullptr);
+  ~ProcessSet();
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+  // Shuts the owned engine down and marks the set removed (the parent's remove_process_set).
+  void retire();
+
+ private:
+  const int id_;
+  const std::vector<int> ranks_;
+  const int rank_;
+  std::unique_ptr<Engine> owned_;
+  Engine* engine_;
+  std::atomic<bool> removed_{false};
 };
 
 }  // namespace chorus

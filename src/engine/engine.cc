@@ -108,6 +108,7 @@ std::unique_ptr<Engine> Engine::start(Communicator& comm, EngineOptions options)
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
+  impl_->sets.retire_all();
   {
     std::lock_guard<std::mutex> lock(impl_->shared.mu);
     impl_->shared.shutdown_requested = true;
@@ -125,6 +126,12 @@ void Engine::start_timeline(const std::string& path) { impl_->shared.timeline.st
 void Engine::stop_timeline() { impl_->shared.timeline.stop(); }
 
 int Engine::join(std::chrono::milliseconds timeout) {
+  Handle h = join_async();
+  h.wait(timeout);
+  return h.last_joined_rank();
+}
+
+Handle Engine::join_async() {
   auto handle = std::make_shared<HandleState>();
   {
     std::lock_guard<std::mutex> lock(impl_->shared.mu);
@@ -136,8 +143,7 @@ int Engine::join(std::chrono::milliseconds timeout) {
     impl_->shared.join_handle = handle;
   }
   impl_->shared.wake.notify_all();
-  Handle(handle).wait(timeout);
-  return static_cast<int>(handle->value);
+  return Handle(handle);
 }
 
 }  // namespace chorus

@@ -1,6 +1,7 @@
 #include "engine/engine_loop.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "chorus/error.h"
 #include "util/log.h"
@@ -37,7 +38,7 @@ Loop::Loop(Communicator& comm, const EngineOptions& options, Shared& shared)
       shared_(shared),
       rank_(comm.rank()),
       size_(comm.size()),
-      table_(comm.size()),
+      table_(comm.size(), options.join_mode),
       cache_(options.cache_capacity),
       executor_(comm, options, shared),
       stall_(options),
@@ -253,8 +254,29 @@ void Loop::remember(const std::vector<Response>& plan, size_t first_new) {
   }
 }
 
+// A rank that has joined takes part in the others' ops without submitting them. Their
+// generated names ("<prefix>.noname.<n>") count for it too, so that its next unnamed op is
+// named as theirs are: otherwise every unnamed op after a join would pair with nothing.
+void Loop::count_unnamed(const std::string& name) {
+  auto at = name.rfind(".noname.");
+  if (at == std::string::npos) return;
+  uint64_t n = 0;
+  const char* p = name.c_str() + at + 8;
+  if (*p == '\0') return;
+  for (; *p; ++p) {
+    if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10) return;
+    n = n * 10 + static_cast<uint64_t>(*p - '0');
+  }
+  uint64_t seen = shared_.unnamed.load();
+  while (seen <= n && !shared_.unnamed.compare_exchange_weak(seen, n + 1)) {
+  }
+}
+
 void Loop::execute(const std::vector<Response>& plan) {
   if (plan.empty()) return;
+  for (const Response& r : plan) {
+    if (!ops_.count(r.name())) count_unnamed(r.name());
+  }
   auto find = [this](const std::string& name) -> LocalOp* {
     auto it = ops_.find(name);
     return it == ops_.end() ? nullptr : it->second.get();

@@ -52,6 +52,7 @@ class Loop {
   void exchange();
   void remember(const std::vector<Response>& plan, size_t first_new);
   void execute(const std::vector<Response>& plan);
+  void count_unnamed(const std::string& name);
   void update_join(const std::vector<bool>& joined_before);
   void drop_slot(int slot);
   void demote_slot(int slot);

@@ -139,6 +139,10 @@ Handle Engine::reduce_scatter(const std::string& name, const void* input, DataTy
   return impl_->enqueue(std::move(r), input, nullptr);
 }
 
+std::string Engine::unnamed(const std::string& prefix) {
+  return prefix + ".noname." + std::to_string(impl_->shared.unnamed++);
+}
+
 Handle Engine::barrier(const std::string& name) {
   auto r = make_request(name, OpType::kBarrier, DataType::kUInt8, {0});
   return impl_->enqueue(std::move(r), nullptr, nullptr);

@@ -18,7 +18,8 @@ bool is_float(DataType t) {
 bool fusible(const Response& a, const Response& b) {
   return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
          a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&
-         a.agreed.postscale == b.agreed.postscale && a.contributors == b.contributors;
+         a.agreed.postscale == b.agreed.postscale && a.contributors == b.contributors &&
+         a.divisor == b.divisor;
 }
 
 const char* collective_phase(OpType op) {
@@ -117,11 +118,12 @@ bool Executor::in_place_group(const Response& first) const {
 }
 
 // The communicator averages over every rank, dividing as it writes the result; the engine
-// lets it when every rank contributed and no postscale follows, which saves a pass over
-// the output. Otherwise (some ranks joined: the average is over the contributors) the
-// communicator sums and finish_reduction divides.
+// lets it when the average is over every rank (joined ranks add zeros) and no postscale
+// follows, which saves a pass over the output. Otherwise (JoinMode::kContribute with ranks
+// joined: the average is over the contributors) the communicator sums and
+// finish_reduction divides.
 bool Executor::averaged_by_comm(const Response& r) const {
-  return r.agreed.reduce == ReduceOp::kAverage && r.contributors == comm_.size() &&
+  return r.agreed.reduce == ReduceOp::kAverage && r.divisor == comm_.size() &&
          r.agreed.postscale == 1.0;
 }
 
@@ -132,7 +134,7 @@ ReduceOp Executor::comm_op(const Response& r) const {
 
 double Executor::post_factor(const Response& r) {
   double f = r.agreed.postscale;
-  if (r.agreed.reduce == ReduceOp::kAverage && is_float(r.agreed.dtype)) f /= r.contributors;
+  if (r.agreed.reduce == ReduceOp::kAverage && is_float(r.agreed.dtype)) f /= r.divisor;
   return f;
 }
 
@@ -144,7 +146,7 @@ void Executor::finish_reduction(const Response& r, void* dst, const void* src,
   }
   scale_copy(r.agreed.dtype, dst, src, count, post_factor(r));
   if (r.agreed.reduce == ReduceOp::kAverage && !is_float(r.agreed.dtype)) {
-    divide(r.agreed.dtype, dst, count, r.contributors);
+    divide(r.agreed.dtype, dst, count, r.divisor);
   }
 }
 

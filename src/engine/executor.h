@@ -54,7 +54,7 @@ class Executor {
 
   bool averaged_by_comm(const Response& r) const;
   ReduceOp comm_op(const Response& r) const;  // what the communicator is asked to do
-  // The factor applied after the reduction (postscale, and 1/contributors for an average
+  // The factor applied after the reduction (postscale, and 1/divisor for an average
   // of floating-point values), and the integer divisor for an integer average (or 1).
   static double post_factor(const Response& r);
   void finish_reduction(const Response& r, void* dst, const void* src, size_t count) const;

@@ -31,6 +31,12 @@ void Handle::wait(std::chrono::milliseconds timeout) const {
 
 void Handle::wait() const { wait(default_timeout()); }
 
+bool Handle::wait_for(std::chrono::milliseconds timeout) const {
+  CHORUS_CHECK_ARG(state_ != nullptr, "Handle::wait_for on an empty handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  return state_->cv.wait_for(lock, timeout, [&] { return state_->done; });
+}
+
 const HandleState& Handle::done_state() const {
   CHORUS_CHECK_ARG(state_ != nullptr, "result of an empty handle");
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -43,5 +49,6 @@ const void* Handle::data() const { return done_state().data; }
 size_t Handle::bytes() const { return done_state().bytes; }
 const std::vector<int64_t>& Handle::shape() const { return done_state().shape; }
 const std::vector<int64_t>& Handle::received_splits() const { return done_state().received_splits; }
+int Handle::last_joined_rank() const { return static_cast<int>(done_state().value); }
 
 }  // namespace chorus

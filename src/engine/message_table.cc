@@ -29,7 +29,7 @@ void MessageTable::take_ready(const std::vector<bool>& joined, std::vector<Respo
       ++it;
       continue;
     }
-    out.push_back(make_response(it->second, entry->second.per_rank));
+    out.push_back(make_response(it->second, entry->second.per_rank, mode_));
     entries_.erase(entry);
     it = order_.erase(it);
   }

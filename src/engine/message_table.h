@@ -20,7 +20,7 @@ namespace chorus::engine {
 
 class MessageTable {
  public:
-  explicit MessageTable(int size) : size_(size) {}
+  MessageTable(int size, JoinMode mode) : size_(size), mode_(mode) {}
 
   // Records rank's request (first seen time is local; only the stall inspector uses it).
   void add(int rank, Request request, Clock::time_point now);
@@ -48,6 +48,7 @@ class MessageTable {
   bool ready(const Entry& e, const std::vector<bool>& joined) const;
 
   int size_;
+  JoinMode mode_;
   uint64_t next_seq_ = 0;
   std::unordered_map<std::string, Entry> entries_;
   std::map<uint64_t, std::string> order_;  // announcement order

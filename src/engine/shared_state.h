@@ -39,6 +39,9 @@ struct Shared {
   std::vector<std::unique_ptr<LocalOp>> incoming;  // enqueued, not yet seen by the engine
   std::unordered_set<std::string> in_flight;       // names enqueued and not finished
   uint64_t next_seq = 0;
+  // Not guarded: Engine::unnamed's count, which the engine thread also raises (see
+  // Loop::count_unnamed).
+  std::atomic<uint64_t> unnamed{0};
   bool shutdown_requested = false;
   bool join_active = false;   // join() called on this rank and not finished
   bool join_pending = false;  // join() called, not yet seen by the engine thread

@@ -101,10 +101,15 @@ std::string check_output_rows(const Request& a, int64_t rows, const std::string&
 }
 
 // Fills the per-rank parts (rows, splits) and checks what joined ranks cannot do.
-std::string fill_layout(Response& resp, const PerRank& reqs) {
+std::string fill_layout(Response& resp, const PerRank& reqs, JoinMode mode) {
   const int size = static_cast<int>(reqs.size());
   const Request& a = resp.agreed;
   bool any_joined = resp.contributors < size;
+  if (any_joined && mode == JoinMode::kHorovod && a.op != OpType::kAllreduce &&
+      a.op != OpType::kBarrier) {
+    return std::string(op_type_name(a.op)) + " '" + a.name +
+           "' cannot run while ranks have joined (only allreduce and barrier can, as in Horovod)";
+  }
   if (a.op == OpType::kAllgather) {
     resp.first_dims.assign(size, 0);
     int64_t rows = 0;  // each under 2^40, so no overflow for any world size an int holds
@@ -133,14 +138,15 @@ std::string fill_layout(Response& resp, const PerRank& reqs) {
 
 }  // namespace
 
-Response make_response(const std::string& name, const PerRank& per_rank) {
+Response make_response(const std::string& name, const PerRank& per_rank, JoinMode mode) {
   Response resp;
   for (const auto& r : per_rank) {
     if (!r) continue;
     if (resp.contributors++ == 0) resp.agreed = *r;
   }
+  resp.divisor = mode == JoinMode::kHorovod ? static_cast<int>(per_rank.size()) : resp.contributors;
   std::string error = find_mismatch(name, per_rank, resp.agreed.op);
-  if (error.empty()) error = fill_layout(resp, per_rank);
+  if (error.empty()) error = fill_layout(resp, per_rank, mode);
   if (!error.empty()) {
     resp.error = detail::make_message(__FILE__, __LINE__, error);
     resp.agreed.name = name;

@@ -76,6 +76,29 @@ TEST(EngineJoin, JoinedRankTakesPartInSingleCopyGroups) {
   EXPECT_GT(g[0].stats().fused_in_place, 0u);
 }
 
+// Ranks that did not join named their ops "allreduce.noname.0" and ".1"; the joined rank
+// took part in them, so its own next unnamed op is ".2" as theirs is, and they pair.
+TEST(EngineJoin, UnnamedOpsPairAfterAJoin) {
+  EngineGroup g(3);
+  g.run([&](int r, Engine& e) {
+    if (r == 0) {
+      EXPECT_EQ(e.join(kWait), 2);
+    } else {
+      for (int i = 0; i < 2; ++i) {
+        float v = 1;
+        e.allreduce(e.unnamed("allreduce"), &v, &v, DataType::kFloat32, {1}).wait(kWait);
+      }
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      EXPECT_EQ(e.join(kWait), 2);
+    }
+    float v = static_cast<float>(r);
+    std::string name = e.unnamed("allreduce");
+    EXPECT_EQ(name, "allreduce.noname.2");
+    e.allreduce(name, &v, &v, DataType::kFloat32, {1}).wait(kWait);
+    EXPECT_EQ(v, 3.0f);
+  });
+}
+
 TEST(EngineJoin, EnqueueWhileJoinedFails) {
   EngineGroup g(2);
   std::thread joiner([&] { g[0].join(kWait); });
