@@ -2,7 +2,6 @@
 // No libtorch in this file.
 #include "chorus/torch/runtime.h"
 
-#include <map>
 #include <mutex>
 
 #include "chorus/error.h"
@@ -13,9 +12,10 @@ namespace {
 
 struct Runtime {
   std::mutex mu;
-  std::unique_ptr<Job> job;        // outlives engine: the engine runs on job->world()
+  // Outlives engine: the engine runs on job->world(). Kept after shutdown() (disconnected),
+  // so that a second init() forms a new world over the same store connection.
+  std::unique_ptr<Job> job;
   std::unique_ptr<Engine> engine;
-  std::map<const Engine*, uint64_t> unnamed;  // counters for auto_name, per engine
 };
 
 Runtime& runtime() {
@@ -26,30 +26,37 @@ Runtime& runtime() {
 Communicator& world_or_throw() {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mu);
-  CHORUS_CHECK_ARG(r.job != nullptr, "chorus is not initialised: call chorus::init() first");
+  CHORUS_CHECK_ARG(r.engine != nullptr, "chorus is not initialised: call chorus::init() first");
   return r.job->world();
 }
 
 }  // namespace
 
-void init() {
+void init() { init(EngineOptions::from_env()); }
+
+void init(const EngineOptions& options) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mu);
-  CHORUS_CHECK_ARG(r.job == nullptr, "chorus::init() called twice without shutdown()");
-  auto job = Job::from_env();
-  r.engine = Engine::start(job->world());
-  r.job = std::move(job);
+  CHORUS_CHECK_ARG(r.engine == nullptr, "chorus::init() called twice without shutdown()");
+  if (r.job) {
+    r.job->reconnect();
+  } else {
+    r.job = Job::from_env();
+  }
+  try {
+    r.engine = Engine::start(r.job->world(), options);
+  } catch (...) {
+    r.job->disconnect();
+    throw;
+  }
 }
 
 void shutdown() {
   Runtime& r = runtime();
   std::unique_ptr<Engine> engine;
-  std::unique_ptr<Job> job;
   {
     std::lock_guard<std::mutex> lock(r.mu);
     engine = std::move(r.engine);
-    job = std::move(r.job);
-    if (engine) r.unnamed.erase(engine.get());
   }
   if (!engine) return;
   // Engine::shutdown stops every rank's engine at the next cycle; without this barrier a
@@ -60,7 +67,8 @@ void shutdown() {
     // The job is going away anyway; the engine already reports the error to the ranks.
   }
   engine.reset();
-  job.reset();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.job) r.job->disconnect();
 }
 
 bool initialized() {
@@ -88,15 +96,7 @@ Engine& engine_or_default(Engine* engine) {
   return *r.engine;
 }
 
-std::string auto_name(Engine& engine, const char* prefix) {
-  Runtime& r = runtime();
-  uint64_t n;
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    n = r.unnamed[&engine]++;
-  }
-  return std::string(prefix) + ".noname." + std::to_string(n);
-}
+std::string auto_name(Engine& engine, const char* prefix) { return engine.unnamed(prefix); }
 
 }  // namespace detail
 }  // namespace chorus

@@ -16,6 +16,8 @@ DataType to_chorus_dtype(c10::ScalarType type) {
       return DataType::kUInt8;
     case c10::ScalarType::Char:
       return DataType::kInt8;
+    case c10::ScalarType::Short:
+      return DataType::kInt16;
     case c10::ScalarType::Int:
       return DataType::kInt32;
     case c10::ScalarType::Long:
@@ -30,8 +32,8 @@ DataType to_chorus_dtype(c10::ScalarType type) {
       return DataType::kFloat64;
     default:
       CHORUS_THROW(InvalidArgument, "chorus: tensors of dtype ", c10::toString(type),
-                   " are not supported (uint8, int8, int32, int64, float16, bfloat16, "
-                   "float32, float64 are)");
+                   " are not supported (uint8, int8, int16, int32, int64, float16, "
+                   "bfloat16, float32, float64 are)");
   }
 }
 
@@ -41,6 +43,8 @@ c10::ScalarType to_torch_dtype(DataType type) {
       return c10::ScalarType::Byte;
     case DataType::kInt8:
       return c10::ScalarType::Char;
+    case DataType::kInt16:
+      return c10::ScalarType::Short;
     case DataType::kInt32:
       return c10::ScalarType::Int;
     case DataType::kInt64:
@@ -162,6 +166,11 @@ TensorHandle broadcast_impl(at::Tensor& tensor, int root, const std::string& nam
 bool TensorHandle::poll() const {
   CHORUS_CHECK_ARG(state_ != nullptr, "chorus: poll() on an empty TensorHandle");
   return state_->finished || state_->handle.poll();
+}
+
+bool TensorHandle::wait_for(std::chrono::milliseconds timeout) const {
+  CHORUS_CHECK_ARG(state_ != nullptr, "chorus: wait_for() on an empty TensorHandle");
+  return state_->finished || state_->handle.wait_for(timeout);
 }
 
 at::Tensor TensorHandle::wait() {

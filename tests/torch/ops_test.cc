@@ -11,9 +11,9 @@ namespace {
 
 using engine::testing::error_of;
 
-const c10::ScalarType kTypes[] = {::torch::kUInt8,   ::torch::kInt8,    ::torch::kInt32,
-                                  ::torch::kInt64,   ::torch::kFloat16, ::torch::kBFloat16,
-                                  ::torch::kFloat32, ::torch::kFloat64};
+const c10::ScalarType kTypes[] = {::torch::kUInt8,   ::torch::kInt8,     ::torch::kInt16,
+                                  ::torch::kInt32,   ::torch::kInt64,    ::torch::kFloat16,
+                                  ::torch::kBFloat16, ::torch::kFloat32, ::torch::kFloat64};
 
 TEST(TorchOps, AllreduceSumsEveryDtypeInAndOutOfPlace) {
   EngineGroup g(3);

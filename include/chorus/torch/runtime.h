@@ -20,9 +20,14 @@ namespace chorus {
 // Joins the job described by the environment (chorusrun, torchrun, mpirun, Slurm,
 // TF_CONFIG, or a single process when none is set) and starts the engine.
 // Throws InvalidArgument when already initialised, and what Job::from_env throws.
+// After shutdown(), init() again forms a new world over the same store connection (every
+// rank must do so the same number of times).
 void init();
+// As init(), with the engine's options given (EngineOptions::from_env() above).
+void init(const EngineOptions& options);
 // A barrier (so that no rank stops the engine under another rank's last collectives),
-// then stops the engine and leaves the job. No-op when not initialised.
+// then stops the engine (and its process sets) and closes the world communicator. No-op
+// when not initialised.
 void shutdown();
 bool initialized();
 
@@ -38,7 +43,7 @@ Engine& default_engine();
 namespace detail {
 // `engine` when given, else the default engine (InvalidArgument when not initialised).
 Engine& engine_or_default(Engine* engine);
-// A name for an unnamed op: "<prefix>.noname.<n>", n counting per engine. Ranks must then
+// Engine::unnamed(prefix): "<prefix>.noname.<n>", n counting per engine. Ranks must then
 // issue their unnamed ops in the same order (as in Horovod).
 std::string auto_name(Engine& engine, const char* prefix);
 }  // namespace detail

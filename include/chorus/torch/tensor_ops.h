@@ -5,7 +5,7 @@
 // ops in the same order. A name may be in flight only once per rank.
 //
 // Tensors: any layout (non-contiguous tensors are copied to a contiguous buffer and, for
-// the in-place variants, copied back); dtypes uint8, int8, int32, int64, float16,
+// the in-place variants, copied back); dtypes uint8, int8, int16, int32, int64, float16,
 // bfloat16, float32, float64 (others: InvalidArgument naming the dtype). The device is
 // the tensor's: CPU today; other devices are an InvalidArgument until a device path
 // exists (nothing is sent). Shapes, dtypes and ops must agree across ranks, or every
@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ class TensorHandle {
   // in-place variants, the caller's tensor, now holding the result). Throws the op's
   // error. May be called again; later calls return the same tensor.
   at::Tensor wait();
+  // Waits up to `timeout`; whether the op finished (then wait() returns at once). Never
+  // throws the op's error.
+  bool wait_for(std::chrono::milliseconds timeout) const;
   // alltoall: rows received from each rank. REQUIRES: wait() returned.
   std::vector<int64_t> received_splits() const;
 
