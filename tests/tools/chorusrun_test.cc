@@ -34,6 +34,10 @@ TEST(Chorusrun, EveryRankGetsItsEnvironment) {
       EXPECT_EQ(vars["CHORUS_LOCAL_SIZE"], std::to_string(np));
       EXPECT_EQ(vars["CHORUS_CROSS_RANK"], "0");
       EXPECT_EQ(vars["CHORUS_CROSS_SIZE"], "1");
+      // Horovod's names too, for Horovod scripts and tests.
+      for (const char* v : {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"}) {
+        EXPECT_EQ(vars[std::string("HOROVOD_") + v], vars[std::string("CHORUS_") + v]) << v;
+      }
       EXPECT_EQ(vars["CHORUS_RESTART_COUNT"], "0");
       EXPECT_EQ(vars["CHORUS_TEST_EXPORT"], "hello");
       EXPECT_EQ(vars["CHORUS_SECRET"], "");  // never in the environment

@@ -41,17 +41,23 @@ std::string route_address_to(const std::string& host) {
 
 EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
   net::Endpoint store{plan.store_host, plan.store_port};
-  return {
-      {"CHORUS_RANK", std::to_string(p.rank)},
-      {"CHORUS_SIZE", std::to_string(plan.options.np)},
-      {"CHORUS_LOCAL_RANK", std::to_string(p.local_rank)},
-      {"CHORUS_LOCAL_SIZE", std::to_string(p.local_size)},
-      {"CHORUS_CROSS_RANK", std::to_string(p.cross_rank)},
-      {"CHORUS_CROSS_SIZE", std::to_string(p.cross_size)},
-      {"CHORUS_STORE_ADDR", store.to_string()},
-      {"CHORUS_RESTART_COUNT", std::to_string(restart)},
-      {"CHORUS_HOST_ID", p.host},
+  EnvVars vars;
+  // The place of the rank under both names: CHORUS_ for chorus, HOROVOD_ for the Horovod
+  // scripts and tests that read them (as horovodrun's Gloo launcher sets them).
+  const std::pair<const char*, int> place[] = {
+      {"RANK", p.rank},           {"SIZE", plan.options.np},
+      {"LOCAL_RANK", p.local_rank}, {"LOCAL_SIZE", p.local_size},
+      {"CROSS_RANK", p.cross_rank}, {"CROSS_SIZE", p.cross_size},
   };
+  for (const char* prefix : {"CHORUS_", "HOROVOD_"}) {
+    for (const auto& [name, value] : place) {
+      vars.emplace_back(std::string(prefix) + name, std::to_string(value));
+    }
+  }
+  vars.emplace_back("CHORUS_STORE_ADDR", store.to_string());
+  vars.emplace_back("CHORUS_RESTART_COUNT", std::to_string(restart));
+  vars.emplace_back("CHORUS_HOST_ID", p.host);
+  return vars;
 }
 
 // -x NAME=VALUE, or -x NAME taking the launcher's value (skipped when unset).
