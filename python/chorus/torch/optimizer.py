@@ -1,0 +1,303 @@
+"""DistributedOptimizer: data-parallel training around any torch.optim optimizer.
+
+As Horovod's: the returned optimizer is an instance of a subclass of the wrapped
+optimizer's class (so isinstance, state_dict and schedulers work). A hook on each
+parameter's gradient accumulator starts the allreduce of that gradient as soon as
+backward() has accumulated it, so the reductions of the last layers overlap the backward
+pass of the first; the engine fuses small gradients. step() waits for them (submitting
+zeros for parameters whose gradient this rank did not compute, so every rank runs the same
+reductions) and then runs the wrapped step.
+"""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from chorus.torch.compression import Compression
+from chorus.torch.ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_, size,
+                              sparse_allreduce_async, synchronize)
+from chorus.torch.process_sets import global_process_set
+
+
+def _duplicates(names):
+    seen, dups = set(), set()
+    for name in names:
+        (dups if name in seen else seen).add(name)
+    return dups
+
+
+def _split(items, parts):
+    """``items`` in ``parts`` nearly equal consecutive pieces."""
+    n, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + n + (1 if i < extra else 0)
+        if end > start:
+            out.append(items[start:end])
+        start = end
+    return out
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """The methods of the subclass DistributedOptimizer() builds; never used directly."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._parameter_names = self._names(named_parameters)
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._handles = {}  # parameter (or a group's tuple) -> (handle, compression context)
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._groups = self._check_groups(groups)
+        self._p_to_group = {}
+        self._group_counts = {}
+        if self.process_set.included() and size() > 1:
+            self._register_hooks()
+
+    def _names(self, named_parameters):
+        """{parameter: name}, checked as Horovod checks them."""
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
+                                for i, group in enumerate(self.param_groups)
+                                for j, p in enumerate(group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        dups = _duplicates([name for name, _ in named_parameters])
+        if dups:
+            raise ValueError("Parameter names in named_parameters must be unique. "
+                             "Found duplicates: %s" % ", ".join(sorted(dups)))
+        named = {id(p) for _, p in named_parameters}
+        unnamed = [id(p) for group in self.param_groups for p in group["params"]
+                   if id(p) not in named]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             "were not named. Python object ids: %s"
+                             % ", ".join(str(i) for i in unnamed))
+        return {p: name for name, p in sorted(named_parameters, key=lambda kv: kv[0])}
+
+    @staticmethod
+    def _check_groups(groups):
+        if groups is None:
+            return None
+        if isinstance(groups, list):
+            seen = set()
+            for group in groups:
+                for p in group:
+                    if not isinstance(p, torch.Tensor):
+                        raise ValueError("groups must consist of torch.Tensor.")
+                    if id(p) in seen:
+                        raise ValueError("A parameter can only appear once in groups.")
+                    seen.add(id(p))
+            return groups
+        if not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups should be a positive integer or a list of lists of "
+                             "torch.Tensor.")
+        return groups
+
+    # --- hooks -----------------------------------------------------------------------------
+
+    def _form_groups(self, params):
+        """Groups of parameters whose gradients are reduced together (every rank orders the
+        parameters by name, so the groups agree)."""
+        params = sorted(params, key=lambda p: self._parameter_names[p])
+        if isinstance(self._groups, list):
+            ids = {id(p) for p in params}
+            groups = [[p for p in group if id(p) in ids] for group in self._groups]
+            grouped = {id(p) for group in groups for p in group}
+            groups += [[p] for p in params if id(p) not in grouped]
+        else:
+            groups = _split(params, self._groups)
+        for group in groups:
+            if group:
+                group = tuple(group)
+                for p in group:
+                    self._p_to_group[p] = group
+                self._group_counts[group] = 0
+
+    def _register_hooks(self):
+        params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        if self._groups is not None:
+            self._form_groups(params)
+        for p in params:
+            self._requires_update.add(p)
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(self._make_hook(p))
+            self._grad_accs.append(accumulator)  # the hook lives as long as the accumulator
+
+    def _make_hook(self, p):
+        def hook(*ignored):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            self._allreduce_delay[p] -= 1
+            handle, ctx = None, None
+            if self._allreduce_delay[p] == 0:
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_async(group)
+                        for q in group:
+                            self._handles.pop(q, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def _scale_factors(self):
+        if self.op == Average:  # split the average around the sum (float16 range)
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # Not computed here (an unused branch), but maybe on another rank: send zeros.
+            p.grad = p.data.new(p.size()).zero_()
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                return sparse_allreduce_async(tensor, name=name, op=self.op,
+                                              process_set=self.process_set), None
+            tensor = tensor.to_dense()
+        compressed, ctx = self._compression.compress(tensor)
+        pre, post = self._scale_factors()
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
+                                  postscale_factor=post, process_set=self.process_set)
+        return handle, ctx
+
+    def _grouped_allreduce_async(self, group):
+        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        pre, post = self._scale_factors()
+        handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names[group[0]],
+                                          op=self.op, prescale_factor=pre, postscale_factor=post,
+                                          process_set=self.process_set)
+        return handle, ctxs
+
+    # --- synchronize and step --------------------------------------------------------------
+
+    def _set_grad(self, p, output, ctx):
+        self._allreduce_delay[p] = self.backward_passes_per_step
+        reduced = self._compression.decompress(output, ctx)
+        if p.grad.is_sparse:
+            if not reduced.is_sparse:
+                reduced = reduced.to_sparse()
+            p.grad.zero_().add_(reduced)
+        elif reduced is not p.grad:
+            p.grad.set_(reduced)
+
+    def synchronize(self):
+        """Waits for every gradient's reduction (starting those the hooks did not) and leaves
+        the reduced gradients in ``p.grad``."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        started = set()
+        for key in self._handles:
+            started.update(key if isinstance(key, tuple) else (key,))
+        for p in self._requires_update - started:
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for key, (handle, ctx) in self._handles.items():
+            if isinstance(key, tuple):
+                for p, output, c in zip(key, synchronize(handle), ctx):
+                    self._set_grad(p, output, c)
+            else:
+                output = handle() if callable(handle) else synchronize(handle)
+                self._set_grad(key, output, ctx)
+        for group in self._group_counts:
+            self._group_counts[group] = 0
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Inside it, step() does not synchronize: for ``synchronize(); clip; step()``."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def _local_step(self):
+        """The wrapped optimizer's step alone (broadcast_optimizer_state uses it)."""
+        return super(self.__class__, self).step()
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps ``optimizer`` so that step() applies gradients averaged (``op``) over the ranks
+    of ``process_set``. Horovod's arguments: ``named_parameters`` (stable names; every
+    parameter must be named), ``compression``, ``backward_passes_per_step`` (local
+    accumulation), ``gradient_predivide_factor`` (Average only), ``groups`` (gradients
+    reduced together), ``sparse_as_dense``."""
+    if op == Adasum:
+        raise NotImplementedError("chorus does not implement Adasum yet: use op=hvd.Average")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups`", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

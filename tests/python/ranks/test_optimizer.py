@@ -1,0 +1,215 @@
+"""DistributedOptimizer, broadcasts of parameters and optimizer state, SyncBatchNorm:
+results compared with one process training on the whole global batch."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import chorus.torch as hvd
+
+BATCH = 8  # per rank
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(),
+                               torch.nn.Linear(7, 3)).double()
+
+
+def global_batch(step):
+    g = torch.Generator().manual_seed(step)
+    x = torch.randn(BATCH * hvd.size(), 5, generator=g, dtype=torch.float64)
+    y = torch.randn(BATCH * hvd.size(), 3, generator=g, dtype=torch.float64)
+    return x, y
+
+
+def mine(t):
+    return t[hvd.rank() * BATCH:(hvd.rank() + 1) * BATCH]
+
+
+def params_of(m):
+    return torch.cat([p.detach().view(-1) for p in m.parameters()])
+
+
+def test_training_equals_one_process_on_the_global_batch():
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=dist.named_parameters())
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(5):
+        x, y = global_batch(step)
+        opt.zero_grad()
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        F.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
+    every = hvd.allgather(params_of(dist).view(1, -1))
+    assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
+    assert isinstance(opt, torch.optim.SGD)
+
+
+def test_accumulation_over_backward_passes():
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters(),
+                                   backward_passes_per_step=2)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt.zero_grad()
+    ref_opt.zero_grad()
+    for step in range(2):
+        x, y = global_batch(10 + step)
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        F.mse_loss(ref(x), y).backward()
+    opt.step()
+    ref_opt.step()
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
+    x, y = global_batch(20)
+    opt.zero_grad()
+    for _ in range(2):
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+    if hvd.size() > 1:
+        with pytest.raises(AssertionError, match="more than backward_passes_per_step"):
+            F.mse_loss(dist(mine(x)), mine(y)).backward()
+    opt.synchronize()
+    opt.zero_grad()
+
+
+def test_parameters_unused_on_some_ranks_are_reduced_as_zeros():
+    torch.manual_seed(1)
+    a, b = torch.nn.Linear(4, 1).double(), torch.nn.Linear(4, 1).double()
+    params = list(a.parameters()) + list(b.parameters())
+    named = [("a." + n, p) for n, p in a.named_parameters()] + \
+            [("b." + n, p) for n, p in b.named_parameters()]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=1.0), named_parameters=named)
+    x = torch.ones(2, 4, dtype=torch.float64)
+    before = b.weight.detach().clone()
+    opt.zero_grad()
+    (a(x).sum() if hvd.rank() == 0 else (a(x) + b(x)).sum()).backward()
+    opt.step()
+    # b's gradient, 2 per weight on every rank but rank 0 (which sends zeros), averaged.
+    want = before - 2.0 * (hvd.size() - 1) / hvd.size()
+    assert torch.allclose(b.weight, want)
+
+
+def test_fp16_compression_and_predivide():
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters(),
+                                   compression=hvd.Compression.fp16,
+                                   gradient_predivide_factor=2.0)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = global_batch(30)
+    opt.zero_grad()
+    F.mse_loss(dist(mine(x)), mine(y)).backward()
+    opt.step()
+    ref_opt.zero_grad()
+    F.mse_loss(ref(x), y).backward()
+    ref_opt.step()
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-3)
+    assert dist[0].weight.grad.dtype == torch.float64
+
+
+def test_named_parameters_are_checked():
+    m = model()
+    with pytest.raises(ValueError, match="must be unique"):
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1),
+                                 named_parameters=[("w", p) for p in m.parameters()])
+    with pytest.raises(ValueError, match="were not named"):
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1),
+                                 named_parameters=list(m.named_parameters())[:1])
+    with pytest.raises(ValueError, match="sequence of tuples"):
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1),
+                                 named_parameters=list(m.parameters()))
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1), op=hvd.Adasum)
+    unnamed = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1))
+    assert sorted(unnamed._parameter_names.values()) == sorted(
+        "allreduce.noname.0.%d" % i for i in range(4))
+
+
+def test_synchronize_then_step_and_misuse():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    x, y = global_batch(40)
+    opt.zero_grad()
+    F.mse_loss(m(mine(x)), mine(y)).backward()
+    if hvd.size() > 1:
+        with pytest.raises(AssertionError, match="zero_grad"):
+            opt.zero_grad()
+    opt.synchronize()
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 0.01)
+    with opt.skip_synchronize():
+        opt.step()
+    opt.zero_grad()
+    F.mse_loss(m(mine(x)), mine(y)).backward()
+    opt.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.step()
+    assert any("skip_synchronize" in str(w.message) for w in caught)
+
+
+def test_broadcast_parameters_and_optimizer_state():
+    m = model(seed=hvd.rank())  # every rank starts elsewhere
+    lr = 0.1 * (hvd.rank() + 1)
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(m.parameters(), lr=lr, betas=(0.8, 0.9)),
+                                   named_parameters=m.named_parameters())
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    assert torch.equal(params_of(m), params_of(model(seed=0)))
+    if hvd.rank() == 0:  # only the root has state yet (set gradients: no hooks fire)
+        for p in m.parameters():
+            p.grad = torch.ones_like(p)
+        opt._local_step()
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    group = opt.param_groups[0]
+    assert group["lr"] == 0.1 and group["betas"] == (0.8, 0.9) and type(group["betas"]) is tuple
+    state = opt.state_dict()["state"]
+    every = hvd.allgather_object({k: {n: (v.tolist() if torch.is_tensor(v) else v)
+                                      for n, v in s.items()} for k, s in state.items()})
+    assert all(e == every[0] for e in every)
+    hvd.broadcast_parameters(list(m.named_parameters()), root_rank=0)
+
+
+def test_optimizer_on_a_process_set():
+    if hvd.size() < 2:
+        pytest.skip("needs two ranks")
+    # A proper subset: [0, 1] of 3 ranks, [0] of 2.
+    first = hvd.add_process_set([0, 1] if hvd.size() > 2 else [0])
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters(), process_set=first)
+    x, y = global_batch(50)
+    opt.zero_grad()
+    F.mse_loss(m(mine(x)), mine(y)).backward()
+    opt.step()
+    every = hvd.allgather(params_of(m).view(1, -1))
+    for r in range(hvd.size()):  # the set's members agree; a rank outside trained alone
+        assert torch.equal(every[0], every[r]) == (r in first.ranks)
+    hvd.remove_process_set(first)
+
+
+def test_sync_batch_norm_equals_batch_norm_on_the_global_batch():
+    torch.manual_seed(3)
+    x_all = torch.randn(BATCH * hvd.size(), 4, 3, dtype=torch.float64)
+    sync = hvd.SyncBatchNorm(4).double()
+    plain = torch.nn.BatchNorm1d(4).double()
+    x = mine(x_all).clone().requires_grad_()
+    x_ref = x_all.clone().requires_grad_()
+    out, ref = sync(x), plain(x_ref)
+    assert torch.allclose(out, mine(ref), atol=1e-12)
+    assert torch.allclose(sync.running_mean, plain.running_mean, atol=1e-12)
+    assert torch.allclose(sync.running_var, plain.running_var, atol=1e-12)
+    weights = torch.randn(x_all.shape, generator=torch.Generator().manual_seed(4),
+                          dtype=torch.float64)
+    (out * mine(weights)).sum().backward()
+    (ref * weights).sum().backward()
+    assert torch.allclose(x.grad, mine(x_ref.grad), atol=1e-10)
+    assert torch.allclose(hvd.allreduce(sync.weight.grad, op=hvd.Sum), plain.weight.grad,
+                          atol=1e-10)
+    sync.eval()
+    assert torch.allclose(sync(x.detach()), mine(plain.eval()(x_all)), atol=1e-12)

@@ -1,0 +1,53 @@
+"""The job as chorusrun started it, re-initialisation, what was built."""
+
+import os
+
+import torch
+
+import chorus.torch as hvd
+
+
+def test_ranks_match_the_launcher():
+    for name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
+        assert getattr(hvd, name)() == int(os.environ["HOROVOD_" + name.upper()]), name
+    assert hvd.is_homogeneous()
+    assert hvd.global_process_set.ranks == list(range(hvd.size()))
+    assert hvd.global_process_set.size() == hvd.size()
+
+
+def test_init_is_idempotent_and_reinit_works():
+    hvd.init()  # already initialised: nothing happens
+    before = (hvd.rank(), hvd.size())
+    for _ in range(3):
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+        hvd.init()
+        assert (hvd.rank(), hvd.size()) == before
+        assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [hvd.size()] * 2
+
+
+def test_what_was_built_is_answered_truthfully():
+    assert not hvd.mpi_built() and not hvd.mpi_enabled()
+    assert not hvd.gloo_built() and not hvd.gloo_enabled()
+    assert hvd.nccl_built() == 0
+    assert not (hvd.ccl_built() or hvd.ddl_built() or hvd.cuda_built() or hvd.rocm_built())
+
+
+def test_timeline(tmp_path):
+    path = tmp_path / ("timeline.%d.json" % hvd.rank())
+    hvd.start_timeline(str(path))
+    hvd.allreduce(torch.ones(3), name="timeline_op")
+    hvd.stop_timeline()
+    text = path.read_text()
+    assert "timeline_op" in text and "ALLREDUCE" in text
+
+
+def test_compression_round_trip():
+    for dtype in (torch.float32, torch.float64):
+        t = torch.ones(5, dtype=dtype)
+        c, ctx = hvd.Compression.fp16.compress(t)
+        assert c.dtype == torch.float16
+        assert hvd.Compression.fp16.decompress(c, ctx).dtype == dtype
+    i = torch.ones(5, dtype=torch.int32)
+    c, ctx = hvd.Compression.fp16.compress(i)
+    assert c.dtype == torch.int32
