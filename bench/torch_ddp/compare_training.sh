@@ -63,18 +63,7 @@ solo2_rate() {  # two single-worker jobs at once -> summed samples/s
   chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
   awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
 }
-# The share of CPU time the hypervisor gave to other guests (steal) while a command ran, in
-# percent; the figures of a run with much steal are low for a reason outside the job.
-cpu_line() { head -1 /proc/stat; }
-steal_pct() {  # "before" "after" lines of /proc/stat
-  paste <(tr -s ' ' '\n' <<<"$1") <(tr -s ' ' '\n' <<<"$2") |
-    awk 'NR > 1 {d = $2 - $1; t += d; if (NR == 9) s = d} END {printf "%.0f", t ? 100 * s / t : 0}'
-}
-measure() {  # name command... -> sets rate and steal
-  local before after
-  before=$(cpu_line); rate=$("$@"); after=$(cpu_line); steal=$(steal_pct "$before" "$after")
-}
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source "$here/../measure.sh"
 
 declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"

@@ -1,0 +1,18 @@
+# Helpers for the training comparisons (sourced): medians, and the hypervisor's steal time
+# while a command ran (on a shared host, runs with much steal are slow for reasons outside
+# the job, so every figure is printed with it).
+
+# The share of CPU time the hypervisor gave to other guests between two /proc/stat lines.
+cpu_line() { head -1 /proc/stat; }
+steal_pct() {  # "before" "after"
+  paste <(tr -s ' ' '\n' <<<"$1") <(tr -s ' ' '\n' <<<"$2") |
+    awk 'NR > 1 {d = $2 - $1; t += d; if (NR == 9) s = d} END {printf "%.0f", t ? 100 * s / t : 0}'
+}
+# measure command... -> sets $rate (the command's output) and $steal (percent)
+measure() {
+  local before after
+  before=$(cpu_line); rate=$("$@"); after=$(cpu_line); steal=$(steal_pct "$before" "$after")
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# The CPU as lscpu names it: every figure is printed next to it.
+cpu_model() { lscpu | sed -n 's/^Model name: *//p' | head -1; }

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Training throughput of one Python script on two backends, for compare_training.sh.
+
+The job of examples/fashion_mnist, step for step: the tutorial CNN (Conv2d 32 3x3 relu ->
+flatten -> Linear 128 relu -> Linear 10), the Fashion-MNIST IDX files of
+dataset-fashion-mnist, batch 64 per worker from a shuffled shard, SGD (momentum 0.9, lr
+scaled by the workers), one intra-op thread; each step reads the loss and counts the
+correct predictions as the C++ example does.
+
+  --backend chorus   chorus.torch (import chorus.torch as hvd), under chorusrun
+  --backend ddp      PyTorch DistributedDataParallel (gloo), under chorusrun too: the rank
+                     and size come from CHORUS_RANK / CHORUS_SIZE, the rendezvous from
+                     MASTER_ADDR / MASTER_PORT
+
+Rank 0 prints "backend=B workers=N samples_per_s=X": global samples per second over the
+steps after --warmup-steps, averaged over the ranks (as the C++ example reports it).
+"""
+import argparse
+import gzip
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 32, 3)
+        self.fc1 = nn.Linear(32 * 26 * 26, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(F.relu(self.conv(x)).flatten(1))))
+
+
+class Chorus:
+    def __init__(self, model, lr):
+        import chorus.torch as hvd
+        self.hvd = hvd
+        hvd.init()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        sgd = torch.optim.SGD(model.parameters(), lr=lr * self.size, momentum=0.9)
+        self.model = model
+        self.optimizer = hvd.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
+
+    def mean(self, value):
+        return self.hvd.allreduce(torch.tensor([value], dtype=torch.float64), name="rate").item()
+
+
+class Ddp:
+    def __init__(self, model, lr):
+        import torch.distributed as dist
+        self.dist = dist
+        self.rank, self.size = int(os.environ["CHORUS_RANK"]), int(os.environ["CHORUS_SIZE"])
+        dist.init_process_group("gloo", rank=self.rank, world_size=self.size)
+        self.model = nn.parallel.DistributedDataParallel(model)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr * self.size, momentum=0.9)
+
+    def mean(self, value):
+        t = torch.tensor([value], dtype=torch.float64)
+        self.dist.all_reduce(t)
+        return t.item() / self.size
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", choices=["chorus", "ddp"], required=True)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    images = torch.from_numpy(read_idx(args.data + "/train-images-idx3-ubyte.gz").copy())
+    labels = torch.from_numpy(read_idx(args.data + "/train-labels-idx1-ubyte.gz").copy())
+    images = images.float().div_(255).unsqueeze(1)
+    labels = labels.long()
+    torch.manual_seed(1234)
+    job = (Chorus if args.backend == "chorus" else Ddp)(Net(), args.lr)
+    order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(1))
+    order = order[job.rank::job.size]
+    start, timed = time.perf_counter(), 0
+    for step in range(args.steps):
+        if step == args.warmup_steps:
+            start, timed = time.perf_counter(), 0
+        sel = order[step * args.batch:(step + 1) * args.batch]
+        x, y = images.index_select(0, sel), labels.index_select(0, sel)
+        job.optimizer.zero_grad()
+        logits = job.model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        job.optimizer.step()
+        loss.item()
+        logits.argmax(1).eq(y).sum().item()
+        timed += sel.shape[0] * job.size
+    rate = job.mean(timed / (time.perf_counter() - start))
+    if job.rank == 0:
+        print("backend=%s workers=%d samples_per_s=%.1f loss=%.4f"
+              % (args.backend, job.size, rate, loss.item()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
