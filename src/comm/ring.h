@@ -68,7 +68,7 @@ struct RingLayout {
   size_t max_chunk = 0;  // elements in the largest chunk
 };
 
-// The ring for ranks that can read each other's memory (Link::read_peer_memory): instead
+// The ring for ranks that can read each other's memory (PeerMemory::read): instead
 // of streaming the data, each rank tells its right neighbour which units are ready (an
 // 8-byte token each) and the neighbour copies them straight out of this rank's buffers —
 // one copy instead of two, reduced from cache-sized blocks. See docs/algorithms.md.

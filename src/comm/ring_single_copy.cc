@@ -240,7 +240,9 @@ bool agree_single_copy(Context& ctx) {
   barrier_dissemination(ctx);
   int64_t ok = 1;  // 8 bytes keep the links' streams aligned
   for (int peer = 0; peer < ctx.size(); ++peer) {
-    if (peer != ctx.rank() && !ctx.link(peer).probe_peer_memory()) ok = 0;
+    if (peer == ctx.rank()) continue;
+    transport::PeerMemory* memory = ctx.link(peer).peer_memory();
+    if (memory == nullptr || !memory->probe()) ok = 0;
   }
   allreduce_recursive_doubling(ctx, &ok, &ok, 1, DataType::kInt64, ReduceOp::kMin);
   return ok == 1;

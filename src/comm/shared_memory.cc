@@ -108,7 +108,9 @@ bool SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool c
   for (int r = 0; r < p && ok == 1; ++r) {
     if (r == me) continue;
     try {
-      net::Fd file(ctx.link(r).open_peer_file(ids[r].fd));
+      transport::PeerMemory* memory = ctx.link(r).peer_memory();
+      if (memory == nullptr) CHORUS_THROW(IoError, ctx.link(r).describe(), " has no peer memory");
+      net::Fd file(memory->open_file(ids[r].fd));
       a.regions[r] = Region::map_peer(std::move(file), ids[r]);
     } catch (const IoError& e) {  // AuthError included
       ok = 0;

@@ -1,6 +1,8 @@
 // A Link is a reliable, ordered, full-duplex byte stream to one peer rank. Algorithms in
 // comm/ see only this interface (and Progress, which drives many links at once), never a
 // socket or a shared-memory segment, so a new transport needs no change in the algorithms.
+// What only some links can do besides the stream — read a peer's memory — is a separate
+// capability, PeerMemory, that a link may offer.
 //
 // Thread safety: a Link is driven by one thread at a time (the communicator's caller);
 // abort() may be called from any thread.
@@ -12,15 +14,9 @@
 #include <string>
 
 #include "chorus/error.h"
+#include "transport/peer_memory.h"
 
 namespace chorus::transport {
-
-// One piece of a single-copy read (Link::read_peer_memory).
-struct PeerCopy {
-  char* local;
-  uintptr_t remote;  // an address in the peer's process
-  size_t len;
-};
 
 class Link {
  public:
@@ -67,6 +63,9 @@ class Link {
   // Hands back the first n bytes of the last peek_recv(), as if try_recv had read them.
   // REQUIRES: peek_recv returned non-null and n <= its *available.
   virtual void consume_recv(size_t n) { (void)n; }
+  // Whether received bytes wait in the link's own memory, taken from the kernel already (a
+  // TCP link's staging): then poll_fd() does not report them, and waiters must not sleep.
+  virtual bool buffered_input() const { return false; }
 
   // Zero-copy send, the mirror of peek_recv: where the next sent bytes go, in the link's own
   // memory, with *available set to how many may be written there contiguously (possibly
@@ -80,28 +79,9 @@ class Link {
   // REQUIRES: reserve_send returned non-null and n <= its *available.
   virtual void commit_send(size_t n) { (void)n; }
 
-  // Single-copy access to the peer's memory: true when read_peer_memory works on this link
-  // (shared memory, when the kernel lets this process read the peer's with
-  // process_vm_readv: same user, no Yama/seccomp refusal). Only valid once the peer's end of
-  // the link exists (after any exchange with it); the answer may be cached. Never throws.
-  virtual bool probe_peer_memory() { return false; }
-  // Copies each piece's `len` bytes at address `remote` of the peer's process to `local`.
-  // Throws IoError when a read fails or comes up short (the peer died, or a bad address).
-  // REQUIRES: probe_peer_memory() returned true.
-  virtual void read_peer_memory(const PeerCopy* pieces, size_t n) {
-    (void)pieces;
-    CHORUS_THROW(IoError, "reading ", n, " pieces of the peer's memory over ", describe(),
-                 ": this link cannot");
-  }
-
-  // Opens the file behind descriptor `remote_fd` of the peer's process (through
-  // /proc/<pid>/fd, shared memory the peer created) and returns a new descriptor of it, owned
-  // by the caller. Throws IoError when the kernel refuses or the peer has no such descriptor.
-  // REQUIRES: probe_peer_memory() returned true (the pid is the peer's).
-  virtual int open_peer_file(int remote_fd) {
-    CHORUS_THROW(IoError, "opening descriptor ", remote_fd, " of the peer over ", describe(),
-                 ": this link cannot");
-  }
+  // The peer-memory capability (transport/peer_memory.h): shared-memory links to a peer
+  // on this host have it, TCP links do not (nullptr). Owned by the link.
+  virtual PeerMemory* peer_memory() { return nullptr; }
 
   // Called by idle waits, at most about once a millisecond; throws IoError when the peer
   // is known to be gone (a link without a descriptor has no other way to find out).

@@ -72,7 +72,13 @@ const char* Progress::peek_recv(Transfer& t, size_t* available) {
 }
 
 void Progress::read_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
-  naming_errors([&] { link.read_peer_memory(pieces, n); });
+  naming_errors([&] {
+    PeerMemory* memory = link.peer_memory();
+    if (memory == nullptr) {
+      CHORUS_THROW(IoError, "reading the peer's memory over ", link.describe(), ": this link cannot");
+    }
+    memory->read(pieces, n);
+  });
 }
 
 void Progress::consume_recv(Transfer& t, size_t n) {
@@ -90,6 +96,14 @@ void Progress::commit_send(Transfer& t, size_t n) {
   t.done += n;
   t.size = std::max(t.size, t.done);
   if (n > 0) reset_backoff();
+}
+
+bool Progress::input_buffered(Transfer* transfers, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const Transfer& t = transfers[i];
+    if (!t.complete() && !t.is_send && t.link->buffered_input()) return true;
+  }
+  return false;
 }
 
 bool Progress::all_have_fds(Transfer* transfers, size_t n) const {
@@ -155,7 +169,8 @@ void Progress::idle(Transfer* transfers, size_t n) {
     // Each retry is a system call, so spinning here is cheap in count; it keeps the core
     // awake for an answer that is a few microseconds away, where sleeping in poll() on an
     // otherwise idle machine costs tens of microseconds to wake up.
-    if (waited >= kSpinPhase) wait_fds(transfers, n);
+    // Bytes a link has taken from its descriptor already would not wake poll().
+    if (waited >= kSpinPhase && !input_buffered(transfers, n)) wait_fds(transfers, n);
     return;
   }
   if (now - last_alive_check_ >= kAliveInterval) {

@@ -58,7 +58,8 @@ class Progress {
   char* reserve_send(Transfer& t, size_t* available);
   void commit_send(Transfer& t, size_t n);
 
-  // Link::read_peer_memory with the same error reporting as poll().
+  // The link's PeerMemory::read with the same error reporting as poll(); IoError when the
+  // link has no peer memory.
   void read_peer_memory(Link& link, const PeerCopy* pieces, size_t n);
 
   // Called when poll() moved nothing: waits for a chance of progress, following the
@@ -87,6 +88,8 @@ class Progress {
   template <typename Call>
   auto naming_errors(Call&& call) -> decltype(call());
   bool all_have_fds(Transfer* transfers, size_t n) const;
+  // Whether an incomplete receive's link holds bytes already taken from its descriptor.
+  static bool input_buffered(Transfer* transfers, size_t n);
   void wait_fds(Transfer* transfers, size_t n);
   void check_alive(Transfer* transfers, size_t n);
   bool block_on_link(Transfer* transfers, size_t n, Clock::time_point now);

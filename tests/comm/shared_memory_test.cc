@@ -256,10 +256,10 @@ TEST(SharedMemory, BadSizesAreRefusedBeforeAnythingIsSent) {
 }
 
 // A real shm link that, when `refuse`, cannot open the peer's files (as without /proc).
-class MaybeNoOpenLink : public transport::Link {
+class MaybeNoOpenLink : public transport::Link, public transport::PeerMemory {
  public:
   MaybeNoOpenLink(transport::Link& inner, bool refuse)
-      : Link(inner.peer()), inner_(inner), refuse_(refuse) {}
+      : Link(inner.peer()), inner_(inner), memory_(*inner.peer_memory()), refuse_(refuse) {}
   size_t try_send(const void* d, size_t n) override { return inner_.try_send(d, n); }
   size_t try_recv(void* d, size_t n) override { return inner_.try_recv(d, n); }
   int poll_fd() const override { return inner_.poll_fd(); }
@@ -268,13 +268,12 @@ class MaybeNoOpenLink : public transport::Link {
   void consume_recv(size_t n) override { inner_.consume_recv(n); }
   char* reserve_send(size_t* a) override { return inner_.reserve_send(a); }
   void commit_send(size_t n) override { inner_.commit_send(n); }
-  bool probe_peer_memory() override { return inner_.probe_peer_memory(); }
-  void read_peer_memory(const transport::PeerCopy* p, size_t n) override {
-    inner_.read_peer_memory(p, n);
-  }
-  int open_peer_file(int fd) override {
+  transport::PeerMemory* peer_memory() override { return this; }
+  bool probe() override { return memory_.probe(); }
+  void read(const transport::PeerCopy* p, size_t n) override { memory_.read(p, n); }
+  int open_file(int fd) override {
     if (refuse_) CHORUS_THROW(IoError, "opening descriptor ", fd, ": no /proc here (test)");
-    return inner_.open_peer_file(fd);
+    return memory_.open_file(fd);
   }
   void check_alive() override { inner_.check_alive(); }
   void abort() noexcept override { inner_.abort(); }
@@ -282,6 +281,7 @@ class MaybeNoOpenLink : public transport::Link {
 
  private:
   transport::Link& inner_;
+  transport::PeerMemory& memory_;
   bool refuse_;
 };
 

@@ -1,7 +1,7 @@
 // Memory that the ranks on one host share by mapping it: a sealed anonymous memfd holding a
 // header page (magic, version, a random nonce, the data size) and then the data. Its creator
 // keeps the descriptor open until every peer has opened the file through its link
-// (Link::open_peer_file) and checked the nonce, which the creator sends over the
+// (PeerMemory::open_file) and checked the nonce, which the creator sends over the
 // authenticated links: proof that the file opened is the one announced. Nothing appears in
 // /dev/shm, and the kernel frees the memory with its last mapping, also after SIGKILL.
 #pragma once
@@ -35,7 +35,7 @@ class Region {
   // zeroed data, its pages populated. Throws InvalidArgument for a bad size, IoError when
   // memory is short.
   static Region create(size_t data_bytes);
-  // Maps a peer's region from `file` (opened with Link::open_peer_file) after checking its
+  // Maps a peer's region from `file` (opened with PeerMemory::open_file) after checking its
   // size, seals and header against `expected`. Throws AuthError when they differ.
   static Region map_peer(net::Fd file, const RegionIdentity& expected);
 

@@ -34,7 +34,7 @@ ShmLink::ShmLink(int rank, int peer, int side, shm::Segment segment, net::Fd liv
   mine.store(reinterpret_cast<uintptr_t>(&mine), std::memory_order_release);
 }
 
-bool ShmLink::probe_peer_memory() {
+bool ShmLink::probe() {
   if (peer_readable_ < 0) {
     uint64_t theirs = segment_.header()->probe_address[1 - side_].load(std::memory_order_acquire);
     uint64_t seen = 0;
@@ -50,7 +50,7 @@ bool ShmLink::probe_peer_memory() {
 
 // As many pieces per system call as the kernel takes (IOV_MAX); a short count means a
 // piece faulted part way, and the rest is retried from there so that the error names it.
-void ShmLink::read_peer_memory(const PeerCopy* pieces, size_t n) {
+void ShmLink::read(const PeerCopy* pieces, size_t n) {
   constexpr size_t kMaxPieces = 1024;  // IOV_MAX on Linux
   iovec local[kMaxPieces], remote[kMaxPieces];
   while (n > 0) {
@@ -72,7 +72,7 @@ void ShmLink::read_peer_memory(const PeerCopy* pieces, size_t n) {
       size_t left = static_cast<size_t>(got), i = 0;
       while (i + 1 < batch && left >= pieces[i].len) left -= pieces[i++].len;
       PeerCopy rest{pieces[i].local + left, pieces[i].remote + left, pieces[i].len - left};
-      read_peer_memory(&rest, 1);
+      read(&rest, 1);
       batch = i + 1;
     }
     pieces += batch;
@@ -83,7 +83,7 @@ void ShmLink::read_peer_memory(const PeerCopy* pieces, size_t n) {
 // Closing the socket (in liveness_'s destructor) is what tells the peer we are gone.
 ShmLink::~ShmLink() = default;
 
-int ShmLink::open_peer_file(int remote_fd) {
+int ShmLink::open_file(int remote_fd) {
   std::string path = "/proc/" + std::to_string(peer_pid_) + "/fd/" + std::to_string(remote_fd);
   int fd = peer_readable_ == 1 && remote_fd >= 0 ? ::open(path.c_str(), O_RDWR | O_CLOEXEC) : -1;
   if (fd < 0) {

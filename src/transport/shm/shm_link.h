@@ -6,7 +6,7 @@
 // both doorbells so that a side asleep in wait_ready() notices at once.
 //
 // Single copy: the liveness socket also names the peer's process (SO_PEERCRED), whose
-// memory read_peer_memory reads with process_vm_readv once probe_peer_memory has checked,
+// memory PeerMemory::read reads with process_vm_readv once PeerMemory::probe has checked,
 // through the segment header's probe addresses, that the kernel allows it and that the pid
 // is really the peer's.
 #pragma once
@@ -21,7 +21,7 @@
 
 namespace chorus::transport {
 
-class ShmLink : public Link {
+class ShmLink : public Link, public PeerMemory {
  public:
   // `side` is 0 for the end that created the segment, 1 for the other. `liveness` is the
   // connected Unix socket to the peer (owned). `rank` is this rank, for messages.
@@ -46,9 +46,10 @@ class ShmLink : public Link {
     return writer_.reserve(available);
   }
   void commit_send(size_t n) override { writer_.commit(n); }
-  bool probe_peer_memory() override;
-  void read_peer_memory(const PeerCopy* pieces, size_t n) override;
-  int open_peer_file(int remote_fd) override;
+  PeerMemory* peer_memory() override { return this; }
+  bool probe() override;
+  void read(const PeerCopy* pieces, size_t n) override;
+  int open_file(int remote_fd) override;
   int poll_fd() const override { return -1; }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
@@ -67,7 +68,7 @@ class ShmLink : public Link {
   shm::Segment segment_;
   net::Fd liveness_;
   int peer_pid_ = 0;        // 0: unknown (no single copy)
-  int peer_readable_ = -1;  // probe_peer_memory's answer: -1 not probed yet, 0 no, 1 yes
+  int peer_readable_ = -1;  // probe()'s answer: -1 not probed yet, 0 no, 1 yes
   shm::RingWriter writer_;
   shm::RingReader reader_;
   std::atomic<bool> locally_aborted_{false};  // abort() may come from any thread

@@ -30,7 +30,7 @@ struct SegmentHeader {
   // probe_address[s]: where side s's process maps probe_address[s] itself (0 until set).
   // The other side reads that address out of side s's memory (process_vm_readv) and must
   // find the same value there: proof that it may read side s's memory and that the pid it
-  // holds is side s's process (see ShmLink::probe_peer_memory).
+  // holds is side s's process (see ShmLink::probe).
   alignas(kCacheLine) std::atomic<uint64_t> probe_address[2];
 };
 
