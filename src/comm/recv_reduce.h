@@ -1,6 +1,7 @@
 // Receiving a message and reducing it into place in one pass: dest = op(in, received).
 //
-// When the link lends its receive memory (Link::peek_recv: shared memory) the reduction
+// When the link lends its receive memory (Link::peek_recv: a shared-memory ring, a TCP
+// link's staging buffer) the reduction
 // reads the bytes where they arrived, in the ring, and hands them back afterwards — no
 // write of every byte into scratch memory and read back. Otherwise (TCP) the bytes are
 // received into scratch first. The in-place path needs the bytes aligned for the element

@@ -165,15 +165,57 @@ TEST(ShmLink, ReserveAndCommitWriteInPlaceAcrossTheWrap) {
   EXPECT_THROW(p.a->reserve_send(&n), IoError);
 }
 
-TEST(Link, TcpLendsNoMemoryAndCannotBlock) {
+// A TCP link lends its receive staging (peek_recv) but no send memory, and cannot block.
+TEST(Link, TcpLendsItsReceiveStagingOnly) {
   LinkPair p = make_tcp_pair();
   size_t n = 1;
-  EXPECT_EQ(p.a->peek_recv(&n), nullptr);
-  EXPECT_EQ(n, 0u);
+  ASSERT_NE(p.a->peek_recv(&n), nullptr);
+  EXPECT_EQ(n, 0u);  // nothing arrived yet
+  EXPECT_FALSE(p.a->buffered_input());
   n = 1;
   EXPECT_EQ(p.a->reserve_send(&n), nullptr);
   EXPECT_EQ(n, 0u);
   EXPECT_FALSE(p.a->wait_ready(false, std::chrono::milliseconds(100)));
+  // Peeked bytes stay until consumed; try_recv then continues where consume left off.
+  std::vector<char> out = payload(1, 0, 1000), in(1000);
+  ASSERT_EQ(p.b->try_send(out.data(), 1000), 1000u);
+  const char* at = nullptr;
+  for (int i = 0; i < 1000 && n < 1000; ++i) at = p.a->peek_recv(&n);
+  ASSERT_EQ(n, 1000u);
+  EXPECT_EQ(std::memcmp(at, out.data(), 1000), 0);
+  p.a->consume_recv(600);
+  EXPECT_TRUE(p.a->buffered_input());  // poll() would not see these 400 bytes
+  EXPECT_EQ(p.a->try_recv(in.data(), 1000), 400u);
+  EXPECT_EQ(std::memcmp(in.data(), out.data() + 600, 400), 0);
+  EXPECT_FALSE(p.a->buffered_input());
+}
+
+// try_send stages the caller's bytes and, while the kernel takes them in pieces, sends the
+// rest of that staging when the caller comes back for the next bytes; a caller that moves
+// elsewhere gets its new bytes staged instead.
+TEST(TcpLink, StagedSendsContinueOrRestage) {
+  LinkPair p = make_tcp_pair();
+  const size_t n = 3 * TcpLink::kStagingBytes + 12345;
+  std::vector<char> out = payload(0, 1, n), in(n);
+  std::thread reader([&] {
+    Transfer t = Transfer::recv(*p.b, in.data(), n);
+    Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+  });
+  size_t done = 0;
+  while (done < n) {
+    done += p.a->try_send(out.data() + done, n - done);
+
+  }
+  reader.join();
+  EXPECT_TRUE(in == out);
+  // Restaging: a send from another address after a partial one carries the new bytes.
+  std::vector<char> first = payload(2, 3, 64), second = payload(4, 5, 64), got(128);
+  ASSERT_EQ(p.a->try_send(first.data(), 64), 64u);
+  ASSERT_EQ(p.a->try_send(second.data(), 64), 64u);
+  Transfer t = Transfer::recv(*p.b, got.data(), 128);
+  Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+  EXPECT_EQ(std::memcmp(got.data(), first.data(), 64), 0);
+  EXPECT_EQ(std::memcmp(got.data() + 64, second.data(), 64), 0);
 }
 
 // Time spent in wait_ready while `wake` runs on another thread after a short delay.

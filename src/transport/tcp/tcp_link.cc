@@ -9,42 +9,83 @@
 #include "chorus/error.h"
 
 namespace chorus::transport {
+namespace {
+
+// Fewer unread bytes than this at the end of the incoming buffer are moved to its start
+// before the next recv, so that no element (at most 8 bytes) is cut in two for a reader
+// that peeks.
+constexpr size_t kMinPeek = 8;
+
+std::unique_ptr<char[]> staging() { return std::make_unique<char[]>(TcpLink::kStagingBytes); }
+
+}  // namespace
 
 TcpLink::TcpLink(int peer, net::Fd fd, std::string label)
     : Link(peer), fd_(std::move(fd)), label_(std::move(label)) {
   net::set_nonblocking(fd_.get());
+  net::set_nodelay(fd_.get());  // a no-op on Unix sockets
 }
-
-namespace {
-// Bytes handed to the kernel per call. On loopback the sender's core copies all of it into
-// the receiver's queue at once; smaller pieces let the progress loop interleave receiving
-// (and reducing) so the working set stays in cache.
-constexpr size_t kMaxSendPiece = size_t{256} << 10;
-}  // namespace
 
 size_t TcpLink::try_send(const void* data, size_t n) {
   if (n == 0) return 0;
-  n = std::min(n, kMaxSendPiece);
+  const char* src = static_cast<const char*>(data);
+  if (out_sent_ == out_staged_ || src != out_src_ + out_sent_) {
+    if (!out_) out_ = staging();
+    out_staged_ = std::min(n, kStagingBytes);
+    std::memcpy(out_.get(), src, out_staged_);
+    out_src_ = src;
+    out_sent_ = 0;
+  }
   for (;;) {
-    ssize_t k = ::send(fd_.get(), data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k >= 0) return static_cast<size_t>(k);
+    ssize_t k = ::send(fd_.get(), out_.get() + out_sent_, out_staged_ - out_sent_,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k >= 0) {
+      out_sent_ += static_cast<size_t>(k);
+      return static_cast<size_t>(k);
+    }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     CHORUS_THROW(IoError, "send to ", describe(), " failed: ", std::strerror(errno));
   }
 }
 
-size_t TcpLink::try_recv(void* data, size_t n) {
-  if (n == 0) return 0;
+ssize_t TcpLink::recv_some(char* at, size_t n) {
   for (;;) {
-    ssize_t k = ::recv(fd_.get(), data, n, MSG_DONTWAIT);
-    if (k > 0) return static_cast<size_t>(k);
+    ssize_t k = ::recv(fd_.get(), at, n, MSG_DONTWAIT);
+    if (k > 0) return k;
     if (k == 0) CHORUS_THROW(IoError, "connection closed by ", describe());
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     CHORUS_THROW(IoError, "receive from ", describe(), " failed: ", std::strerror(errno));
   }
 }
+
+void TcpLink::fill() {
+  size_t unread = in_end_ - in_begin_;
+  if (unread >= kMinPeek) return;
+  if (!in_) in_ = staging();
+  if (unread > 0) std::memmove(in_.get(), in_.get() + in_begin_, unread);
+  in_begin_ = 0;
+  in_end_ = unread;
+  in_end_ += static_cast<size_t>(recv_some(in_.get() + in_end_, kStagingBytes - in_end_));
+}
+
+size_t TcpLink::try_recv(void* data, size_t n) {
+  if (n == 0) return 0;
+  if (in_begin_ == in_end_) fill();
+  size_t k = std::min(n, in_end_ - in_begin_);
+  if (k > 0) std::memcpy(data, in_.get() + in_begin_, k);
+  in_begin_ += k;
+  return k;
+}
+
+const char* TcpLink::peek_recv(size_t* available) {
+  fill();
+  *available = in_end_ - in_begin_;
+  return in_.get() + in_begin_;
+}
+
+void TcpLink::consume_recv(size_t n) { in_begin_ += n; }
 
 void TcpLink::abort() noexcept { ::shutdown(fd_.get(), SHUT_RDWR); }
 
