@@ -62,6 +62,9 @@ struct CommunicatorOptions {
   // instead of the single-copy ring; 0: never. Must be the same on every rank.
   size_t shm_streaming_bytes = size_t{16} << 20;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
+  // CHORUS_LOG_PLANS=1: every allreduce, allgather and reduce-scatter logs its plan (how it
+  // runs, and the rule that chose it) at info level. For finding out, not for production.
+  bool log_plans = false;
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]
 
@@ -94,10 +97,15 @@ class Communicator {
   // recv[i] = op over ranks of send[i], on every rank.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   // One allreduce over several buffers, as over their concatenation: a single collective.
-  // Where the single-copy ring applies (single_copy()) the parts are read and written where
-  // they lie; otherwise they are staged through one buffer. Every rank passes the same
-  // counts in the same order; a part may be in place (send == recv).
+  // Where the plan reads peers' memory (allreduce_reads_parts_in_place()) the parts are
+  // read and written where they lie; otherwise they are staged through one buffer. Every
+  // rank passes the same counts in the same order; a part may be in place (send == recv).
   void allreduce(const std::vector<BufferPart>& parts, DataType type, ReduceOp op);
+  // Whether allreduce(parts) of 1 MiB or more reads and writes the parts where they lie,
+  // with no staging copy, so that a caller gains by handing it larger groups (the engine's
+  // fusion). The same on every rank. Collective the first time (every rank must ask at the
+  // same point, as the engine does while it groups an agreed plan), then cached.
+  bool allreduce_reads_parts_in_place();
   // recv = concatenation over ranks r of r's `counts[r]` elements. counts.size() == size().
   void allgatherv(const void* send, void* recv, const std::vector<size_t>& counts,
                   DataType type);
@@ -152,6 +160,10 @@ class Communicator {
   bool single_copy() const;
   // How many allreduces have run in shared memory (alloc_shared) so far.
   uint64_t shared_memory_allreduces() const;
+  // The plan the last allreduce, allgather or reduce-scatter ran: "shared memory",
+  // "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling", "recursive
+  // doubling" (docs/algorithms.md); "" before any. For the thread that runs the collectives.
+  const char* last_plan() const;
 
   struct Impl;
 

@@ -76,8 +76,9 @@ struct EngineOptions {
   // The fusion buffer grows to what is used, never beyond this. Why 4 MiB and not Horovod's
   // 128 MB: on CPUs the copies in and out of the buffer cost two memory passes, and
   // collectives on cache-sized buffers run faster than on huge ones (docs/engine.md).
-  // Under single copy (Communicator::single_copy) groups need no buffer and may reach
-  // max(threshold, 64 MiB), every tensor size included.
+  // Where the communicator reads parts in place (Communicator::
+  // allreduce_reads_parts_in_place) groups need no buffer and may reach max(threshold,
+  // 128 MiB), every tensor size included.
   size_t fusion_threshold = size_t{4} << 20;
   // CHORUS_CACHE_CAPACITY (default 1024; 0 disables): names the response cache remembers.
   int cache_capacity = 1024;

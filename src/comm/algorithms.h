@@ -9,15 +9,18 @@
 
 #include "chorus/communicator.h"
 #include "chorus/dtype.h"
+#include "comm/allreduce_plan.h"
 #include "comm/context.h"
 
 namespace chorus::comm {
 
-// Allreduce; `send` may equal `recv`. kAverage divides the result by size().
+// Allreduce; `send` may equal `recv`. kAverage divides the result by size(). `mode`: how
+// the ring moves its data (allreduce_plan.h; kSingleCopy REQUIRES that every rank agreed
+// it may read its peers' memory, kStreaming that every link is shared memory).
 void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, DataType type,
-                    ReduceOp op);
+                    ReduceOp op, RingMode mode = RingMode::kStream);
 // The single-copy ring over parts, as over their concatenation of `count` elements.
-// REQUIRES: ctx.single_copy.
+// REQUIRES: as kSingleCopy above.
 void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, size_t count,
                           DataType type, ReduceOp op);
 void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size_t count,
@@ -25,28 +28,18 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                   DataType type, ReduceOp op);
 
-// kAuto's crossovers (bytes per rank's buffer), measured on loopback TCP: see
-// docs/algorithms.md for the numbers and the command.
-inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
-inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
 // Broadcasts up to this size use the binomial tree, larger ones the pipelined chain.
 inline constexpr size_t kBroadcastTreeMaxBytes = size_t{64} << 10;
 
-// Ring calls of at least this many bytes (the whole buffer) read peers' memory directly when
-// every rank is on one host and may (CommunicatorOptions::shm_single_copy).
-inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
-
-// The algorithm kAuto picks for `bytes` over `size` ranks; a concrete `requested` wins.
-AllreduceAlgorithm choose_allreduce(AllreduceAlgorithm requested, size_t bytes, int size);
-
 // Ring allgatherv: recv holds every rank's block at its prefix-sum offset.
 void allgatherv_ring(Context& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
-                     DataType type);
+                     DataType type, RingMode mode = RingMode::kStream);
 
 // Ring reduce-scatter: rank r gets block r of the reduction in recv. When send == recv the
 // result is left at the start of the buffer.
 void reduce_scatter_ring(Context& ctx, const void* send, void* recv,
-                         const std::vector<size_t>& counts, DataType type, ReduceOp op);
+                         const std::vector<size_t>& counts, DataType type, ReduceOp op,
+                         RingMode mode = RingMode::kStream);
 
 // Broadcast from root: pipelined chain for large buffers, binomial tree for small ones.
 void broadcast(Context& ctx, void* buffer, size_t bytes, int root);

@@ -9,6 +9,7 @@
 #include "comm/communicator_impl.h"
 #include "comm/ring.h"
 #include "util/deadline.h"
+#include "util/log.h"
 
 namespace chorus {
 namespace {
@@ -44,33 +45,20 @@ void check_buffer(const void* p, size_t count, const char* op, const char* name)
                    " elements");
 }
 
-void run_allreduce(comm::Context& ctx, AllreduceAlgorithm algo, const void* send, void* recv,
-                   size_t count, DataType type, ReduceOp op) {
-  switch (algo) {
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
-    case AllreduceAlgorithm::kHalvingDoubling:
-      return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
-    default:
-      return comm::allreduce_ring(ctx, send, recv, count, type, op);
-  }
-}
-
-// A multi-buffer allreduce without single copy: the parts packed into one buffer.
-void allreduce_staged(comm::Context& ctx, AllreduceAlgorithm algo,
-                      const std::vector<BufferPart>& parts, size_t total, DataType type,
-                      ReduceOp op) {
-  size_t es = dtype_size(type);
-  char* staged = ctx.ws.staging.get(total * es);
+// Packs the parts into the staging buffer, runs `body` on it, and unpacks the result.
+template <typename Body>
+void staged(comm::Context& ctx, const std::vector<BufferPart>& parts, size_t total, size_t es,
+            Body&& body) {
+  char* buffer = ctx.ws.staging.get(total * es);
   size_t at = 0;
   for (const BufferPart& part : parts) {
-    if (part.count > 0) std::memcpy(staged + at, part.send, part.count * es);
+    if (part.count > 0) std::memcpy(buffer + at, part.send, part.count * es);
     at += part.count * es;
   }
-  run_allreduce(ctx, algo, staged, staged, total, type, op);
+  body(buffer);
   at = 0;
   for (const BufferPart& part : parts) {
-    if (part.count > 0) std::memcpy(part.recv, staged + at, part.count * es);
+    if (part.count > 0) std::memcpy(part.recv, buffer + at, part.count * es);
     at += part.count * es;
   }
 }
@@ -99,33 +87,72 @@ void Communicator::Impl::check_usable(const char* op) const {
   if (broken.load()) CHORUS_THROW(IoError, op, ": communicator is broken");
 }
 
-AllreduceAlgorithm Communicator::Impl::choose_allreduce(comm::Context& ctx, size_t bytes) {
-  AllreduceAlgorithm requested = options.allreduce_algorithm;
-  if (requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing) {
-    // Past the cache, streaming beats single copy (docs/algorithms.md).
-    ctx.streaming = streams(bytes);
-    if (ctx.streaming) return AllreduceAlgorithm::kRing;
-    prepare_single_copy(ctx, bytes);
-  }
-  // The single-copy ring beats halving-doubling from where it starts (docs/algorithms.md).
-  if (ctx.single_copy) return AllreduceAlgorithm::kRing;
-  return comm::choose_allreduce(requested, bytes, mesh->size());
-}
-
-bool Communicator::Impl::streams(size_t bytes) const {
-  return options.shm_streaming_bytes > 0 && bytes >= options.shm_streaming_bytes &&
-         options.transport != "tcp" && mesh->topology().local_size == mesh->size();
-}
-
-void Communicator::Impl::prepare_single_copy(comm::Context& ctx, size_t bytes) {
-  if (!options.shm_single_copy || bytes < comm::kSingleCopyMinBytes) return;
-  ctx.single_copy = peers_readable(ctx);
-}
-
 bool Communicator::Impl::peers_readable(comm::Context& ctx) {
   if (mesh->size() == 1 || mesh->topology().local_size != mesh->size()) return false;
   if (single_copy_agreed < 0) single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
   return single_copy_agreed == 1;
+}
+
+comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, size_t bytes,
+                                                         bool parts, const void* send, void* recv,
+                                                         size_t count, DataType type,
+                                                         ReduceOp op) {
+  const transport::Topology& t = mesh->topology();
+  comm::AllreduceFacts f;
+  f.bytes = bytes;
+  f.parts = parts;
+  f.size = t.size;
+  f.one_host = t.local_size == t.size;
+  f.shm_links = f.one_host && options.transport != "tcp";
+  f.has_shared = shared.active();
+  f.peers_readable = [this, &ctx] { return peers_readable(ctx); };
+  f.shared_buffers = [=, &ctx] { return shared.handshake(ctx, send, recv, count, type, op); };
+  return f;
+}
+
+comm::AllreducePlan Communicator::Impl::plan(comm::Context& ctx, OpInfo& info,
+                                             const comm::AllreduceFacts& facts) {
+  comm::AllreducePlan p = comm::plan_allreduce(facts, options);
+  info.algorithm = last_plan = comm::allreduce_path_name(p.path);
+  // Asked for by name (CHORUS_LOG_PLANS), so written whatever CHORUS_LOG_LEVEL says.
+  if (options.log_plans) {
+    log_line(LogLevel::kInfo, "comm", "rank " + std::to_string(ctx.rank()) + ": " +
+                                          info.text() + ": " + p.why);
+  }
+  return p;
+}
+
+comm::RingMode Communicator::Impl::ring_mode(comm::Context& ctx, OpInfo& info, size_t bytes) {
+  comm::RingMode mode = comm::plan_ring(bytes, options, [&] { return peers_readable(ctx); });
+  info.algorithm = last_plan = comm::ring_mode_name(mode);
+  if (options.log_plans) {
+    log_line(LogLevel::kInfo, "comm", "rank " + std::to_string(ctx.rank()) + ": " + info.text());
+  }
+  return mode;
+}
+
+void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::AllreducePlan& plan,
+                                       const void* send, void* recv, size_t count,
+                                       DataType type, ReduceOp op) {
+  using comm::AllreducePath;
+  using comm::RingMode;
+  switch (plan.path) {
+    case AllreducePath::kLocal:
+      if (send != recv) std::memcpy(recv, send, count * dtype_size(type));
+      return;
+    case AllreducePath::kSharedMemory:
+      return shared.run(ctx, count, type, op);
+    case AllreducePath::kRingStreaming:
+      return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kStreaming);
+    case AllreducePath::kRingSingleCopy:
+      return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kSingleCopy);
+    case AllreducePath::kRing:
+      return comm::allreduce_ring(ctx, send, recv, count, type, op);
+    case AllreducePath::kHalvingDoubling:
+      return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
+    case AllreducePath::kRecursiveDoubling:
+      return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
+  }
 }
 
 void Communicator::Impl::fail() noexcept {
@@ -168,6 +195,20 @@ int Communicator::cross_size() const { return impl_->mesh->topology().cross_size
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }
 bool Communicator::broken() const { return impl_->broken.load(); }
 bool Communicator::single_copy() const { return impl_->single_copy_agreed == 1; }
+const char* Communicator::last_plan() const { return impl_->last_plan; }
+
+bool Communicator::allreduce_reads_parts_in_place() {
+  impl_->check_usable("allreduce");
+  if (size() == 1) return false;
+  comm::AllreducePlan plan;
+  impl_->run(OpInfo{"allreduce planning", 0, DataType::kUInt8, rank(), size()},
+             [&](comm::Context& ctx) {
+               auto facts = impl_->allreduce_facts(ctx, comm::kSingleCopyMinBytes, true, nullptr,
+                                                   nullptr, 0, DataType::kUInt8, ReduceOp::kSum);
+               plan = comm::plan_allreduce(facts, impl_->options);
+             });
+  return plan.path == comm::AllreducePath::kRingSingleCopy;
+}
 uint64_t Communicator::shared_memory_allreduces() const { return impl_->shared.completed(); }
 void Communicator::abort() noexcept { impl_->fail(); }
 
@@ -187,14 +228,8 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
-    info.algorithm = "shared memory";  // names its waits, if it runs
-    if (impl_->shared.allreduce(ctx, send, recv, count, type, op)) return;
-    info.algorithm = nullptr;
-    auto algo = impl_->choose_allreduce(ctx, count * es);
-    info.algorithm = ctx.single_copy ? "ring (single-copy)"
-                     : ctx.streaming ? "ring (streaming)"
-                                     : allreduce_algorithm_name(algo);
-    run_allreduce(ctx, algo, send, recv, count, type, op);
+    auto facts = impl_->allreduce_facts(ctx, count * es, false, send, recv, count, type, op);
+    impl_->run_allreduce(ctx, impl_->plan(ctx, info, facts), send, recv, count, type, op);
   });
 }
 
@@ -221,13 +256,14 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
   OpInfo info{"allreduce", total, type, rank(), size()};
   info.reduce = reduce_op_name(op);
   impl_->run(info, [&](comm::Context& ctx) {
-    auto algo = impl_->choose_allreduce(ctx, total * es);
-    if (ctx.single_copy) {
-      info.algorithm = "ring (single-copy, parts)";
+    auto facts = impl_->allreduce_facts(ctx, total * es, true, nullptr, nullptr, total, type, op);
+    comm::AllreducePlan plan = impl_->plan(ctx, info, facts);
+    if (plan.path == comm::AllreducePath::kRingSingleCopy) {
       return comm::allreduce_ring_parts(ctx, parts, total, type, op);
     }
-    info.algorithm = allreduce_algorithm_name(algo);
-    allreduce_staged(ctx, algo, parts, total, type, op);
+    staged(ctx, parts, total, es, [&](char* buffer) {
+      impl_->run_allreduce(ctx, plan, buffer, buffer, total, type, op);
+    });
   });
 }
 
@@ -239,13 +275,14 @@ void Communicator::allgatherv(const void* send, void* recv, const std::vector<si
   check_buffer(recv, total, "allgatherv", "recv");
   impl_->check_usable("allgatherv");
   if (total == 0) return;
-  impl_->run(OpInfo{"allgatherv", total, type, rank(), size()}, [&](comm::Context& ctx) {
+  OpInfo info{"allgatherv", total, type, rank(), size()};
+  impl_->run(info, [&](comm::Context& ctx) {
     if (size() == 1) {
       if (send != recv) std::memmove(recv, send, total * dtype_size(type));
       return;
     }
-    impl_->prepare_single_copy(ctx, total * dtype_size(type));
-    comm::allgatherv_ring(ctx, send, recv, counts, type);
+    auto mode = impl_->ring_mode(ctx, info, total * dtype_size(type));
+    comm::allgatherv_ring(ctx, send, recv, counts, type, mode);
   });
 }
 
@@ -284,8 +321,8 @@ void Communicator::reduce_scatter(const void* send, void* recv,
       if (send != recv) std::memcpy(recv, send, total * dtype_size(type));
       return;
     }
-    impl_->prepare_single_copy(ctx, total * dtype_size(type));
-    comm::reduce_scatter_ring(ctx, send, recv, recv_counts, type, op);
+    auto mode = impl_->ring_mode(ctx, info, total * dtype_size(type));
+    comm::reduce_scatter_ring(ctx, send, recv, recv_counts, type, op, mode);
   });
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chorus/communicator.h"
+#include "comm/allreduce_plan.h"
 #include "comm/context.h"
 #include "comm/shared_memory.h"
 #include "transport/mesh.h"
@@ -39,17 +40,22 @@ struct Communicator::Impl {
   template <typename Body>
   void run(const OpInfo& info, Body&& body);
   void check_usable(const char* op) const;
-  // Sets ctx.single_copy for a ring call over `bytes` (the same on every rank). The first
-  // call that qualifies runs comm::agree_single_copy on every rank; later ones reuse it.
-  void prepare_single_copy(comm::Context& ctx, size_t bytes);
   // Whether every rank is on this host and may read (and open) its peers' memory: agreed
   // by every rank together at the first call (comm::agree_single_copy), then cached.
   bool peers_readable(comm::Context& ctx);
-  // Whether an allreduce of `bytes` runs the streaming ring (ctx.streaming; the same on
-  // every rank: options and topology only).
-  bool streams(size_t bytes) const;
-  // The allreduce algorithm for `bytes` (setting ctx.streaming or ctx.single_copy first).
-  AllreduceAlgorithm choose_allreduce(comm::Context& ctx, size_t bytes);
+  // The facts an allreduce plan of `bytes` depends on; send/recv/count/type/op feed the
+  // shared-memory handshake, which the plan asks for only when it may apply.
+  comm::AllreduceFacts allreduce_facts(comm::Context& ctx, size_t bytes, bool parts,
+                                       const void* send, void* recv, size_t count, DataType type,
+                                       ReduceOp op);
+  // Plans (comm::plan_allreduce), names the plan in `info` and, with CHORUS_LOG_PLANS, in
+  // the log.
+  comm::AllreducePlan plan(comm::Context& ctx, OpInfo& info, const comm::AllreduceFacts& facts);
+  // Runs a planned allreduce of one buffer (send may equal recv).
+  void run_allreduce(comm::Context& ctx, const comm::AllreducePlan& plan, const void* send,
+                     void* recv, size_t count, DataType type, ReduceOp op);
+  // A ring allgather / reduce-scatter's mode (comm::plan_ring), named in `info`.
+  comm::RingMode ring_mode(comm::Context& ctx, OpInfo& info, size_t bytes);
   void fail() noexcept;
 
   // Nested classes may use Communicator's private constructor.
@@ -70,6 +76,7 @@ struct Communicator::Impl {
   // read by single_copy() from any thread.
   std::atomic<int> single_copy_agreed{-1};
   comm::SharedMemory shared;  // alloc_shared's allocations and the allreduce in them
+  const char* last_plan = "";  // the plan of the last collective (a static string)
 };
 
 namespace comm {

@@ -46,12 +46,6 @@ struct Context {
   transport::Mesh& mesh;
   transport::Progress& progress;
   Workspace& ws;
-  // This call's ring reads peers' memory directly (ring_run_single_copy): set by the
-  // communicator, the same on every rank, for large calls when every rank agreed it can.
-  bool single_copy = false;
-  // This call's byte-stream ring runs chunk-major with streaming stores (ring.h): set by
-  // the communicator, the same on every rank, for large allreduces over shared memory.
-  bool streaming = false;
 
   int rank() const { return mesh.rank(); }
   int size() const { return mesh.size(); }

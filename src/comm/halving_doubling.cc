@@ -148,12 +148,5 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
   fold_out(ctx, f, out, count * es);
 }
 
-AllreduceAlgorithm choose_allreduce(AllreduceAlgorithm requested, size_t bytes, int size) {
-  if (requested != AllreduceAlgorithm::kAuto) return requested;
-  if (size == 3) return AllreduceAlgorithm::kRing;  // no power-of-two core to speak of
-  if (bytes <= kRecursiveDoublingMaxBytes) return AllreduceAlgorithm::kRecursiveDoubling;
-  if (bytes <= kHalvingDoublingMaxBytes) return AllreduceAlgorithm::kHalvingDoubling;
-  return AllreduceAlgorithm::kRing;
-}
 
 }  // namespace chorus::comm

@@ -63,11 +63,12 @@ class RingStream {
 RingStream::RingStream(Context& ctx, const RingSpec& spec)
     : ctx_(ctx),
       s_(spec),
-      lay_(spec, ctx.rank(), ctx.size(), ctx.streaming ? kStreamingChunkBytes : kChunkBytes,
-           ctx.streaming),
+      lay_(spec, ctx.rank(), ctx.size(),
+           spec.mode == RingMode::kStreaming ? kStreamingChunkBytes : kChunkBytes,
+           spec.mode == RingMode::kStreaming),
       left_(ctx.link(mod(ctx.rank() - 1, ctx.size()))),
       right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))),
-      streaming_(ctx.streaming) {
+      streaming_(spec.mode == RingMode::kStreaming) {
   if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * lay_.es);
 }
 
@@ -264,15 +265,16 @@ void RingLayout::chunk(int seg, size_t j, size_t* off, size_t* cnt) const {
 }
 
 void ring_run(Context& ctx, const RingSpec& spec) {
-  if (ctx.single_copy) return ring_run_single_copy(ctx, spec);
+  if (spec.mode == RingMode::kSingleCopy) return ring_run_single_copy(ctx, spec);
   RingStream(ctx, spec).run();
 }
 
 void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, DataType type,
-                    ReduceOp op) {
+                    ReduceOp op, RingMode mode) {
   int p = ctx.size();
   balanced_offsets(count, p, ctx.ws.offsets);
   RingSpec spec;
+  spec.mode = mode;
   spec.seg_off = ctx.ws.offsets.data();
   spec.type = type;
   spec.op = op;
@@ -288,6 +290,7 @@ void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, si
                           DataType type, ReduceOp op) {
   balanced_offsets(count, ctx.size(), ctx.ws.offsets);
   RingSpec spec;
+  spec.mode = RingMode::kSingleCopy;
   spec.seg_off = ctx.ws.offsets.data();
   spec.type = type;
   spec.op = op;
@@ -298,12 +301,13 @@ void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, si
 }
 
 void allgatherv_ring(Context& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
-                     DataType type) {
+                     DataType type, RingMode mode) {
   size_t es = dtype_size(type);
   prefix_offsets(counts, ctx.ws.offsets);
   char* own = static_cast<char*>(recv) + ctx.ws.offsets[ctx.rank()] * es;
   if (own != send && counts[ctx.rank()] > 0) std::memmove(own, send, counts[ctx.rank()] * es);
   RingSpec spec;
+  spec.mode = mode;
   spec.seg_off = ctx.ws.offsets.data();
   spec.type = type;
   spec.allgather = true;
@@ -312,13 +316,15 @@ void allgatherv_ring(Context& ctx, const void* send, void* recv, const std::vect
 }
 
 void reduce_scatter_ring(Context& ctx, const void* send, void* recv,
-                         const std::vector<size_t>& counts, DataType type, ReduceOp op) {
+                         const std::vector<size_t>& counts, DataType type, ReduceOp op,
+                         RingMode mode) {
   size_t es = dtype_size(type);
   prefix_offsets(counts, ctx.ws.offsets);
   const size_t* off = ctx.ws.offsets.data();
   int r = ctx.rank();
   bool in_place = send == recv;
   RingSpec spec;
+  spec.mode = mode;
   spec.seg_off = off;
   spec.type = type;
   spec.op = op;

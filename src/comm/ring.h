@@ -15,11 +15,13 @@
 
 #include "chorus/communicator.h"
 #include "chorus/dtype.h"
+#include "comm/allreduce_plan.h"
 #include "comm/context.h"
 
 namespace chorus::comm {
 
 struct RingSpec {
+  RingMode mode = RingMode::kStream;  // how units move (allreduce_plan.h)
   const size_t* seg_off = nullptr;  // p + 1 element offsets: segment i = [off[i], off[i+1])
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
@@ -34,8 +36,8 @@ struct RingSpec {
   const std::vector<BufferPart>* parts = nullptr;
 };
 
-// Runs the ring: the single-copy pull ring when ctx.single_copy, else the byte stream
-// (streaming when ctx.streaming).
+// Runs the ring as spec.mode says: the single-copy pull ring, or the byte stream
+// (chunk-major with streaming stores for kStreaming).
 void ring_run(Context& ctx, const RingSpec& spec);
 
 // Where the ring's units lie, for both ways of running it. Units are numbered in stream
@@ -74,7 +76,7 @@ struct RingLayout {
 // one copy instead of two, reduced from cache-sized blocks. See docs/algorithms.md.
 void ring_run_single_copy(Context& ctx, const RingSpec& spec);
 
-// The collective agreement behind ctx.single_copy: true when every rank can read the
+// The collective agreement behind RingMode::kSingleCopy: true when every rank can read the
 // memory of every peer. A barrier first, so that every peer's link end exists.
 bool agree_single_copy(Context& ctx);
 

@@ -168,10 +168,9 @@ void SharedMemory::resolve(const Call& call, int r, size_t bytes) {
   dst_[r] = find(call.recv_id, call.recv_offset);
 }
 
-bool SharedMemory::allreduce(Context& ctx, const void* send, void* recv, size_t count,
+bool SharedMemory::handshake(Context& ctx, const void* send, void* recv, size_t count,
                              DataType type, ReduceOp op) {
   size_t bytes = count * dtype_size(type);
-  if (!control_ || bytes < kSharedMinBytes) return false;
   int p = ctx.size(), me = ctx.rank();
   uint64_t call = ++calls_;
   ControlBlock& mine = control_block(*control_, me);
@@ -193,7 +192,14 @@ bool SharedMemory::allreduce(Context& ctx, const void* send, void* recv, size_t 
     }
     everywhere = everywhere && c.send_id != 0 && c.recv_id != 0;
   }
-  if (!everywhere) return false;
+  return everywhere;
+}
+
+void SharedMemory::run(Context& ctx, size_t count, DataType type, ReduceOp op) {
+  int p = ctx.size(), me = ctx.rank();
+  size_t bytes = count * dtype_size(type);
+  uint64_t call = calls_;
+  ControlBlock& mine = control_block(*control_, me);
   src_.assign(p, nullptr);
   dst_.assign(p, nullptr);
   held_.clear();
@@ -203,7 +209,6 @@ bool SharedMemory::allreduce(Context& ctx, const void* send, void* recv, size_t 
   mine.finished.store(call, std::memory_order_release);
   wait_all(ctx, call, true);
   completed_.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 void SharedMemory::reduce_part(Context& ctx, size_t count, DataType type, ReduceOp op) {

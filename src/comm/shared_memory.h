@@ -37,11 +37,6 @@ struct SharedAllocation {
   size_t bytes() const { return regions[rank].data_bytes(); }
 };
 
-// Smaller allreduces skip the handshake (and shared memory): its two waits cost about a
-// microsecond, more than the usual path takes (docs/benchmarks.md). The same on every rank,
-// as counts and types must be.
-inline constexpr size_t kSharedMinBytes = size_t{4} << 10;
-
 class SharedMemory {
  public:
   // Collective: a new allocation of `bytes` (the same on every rank, else InvalidArgument
@@ -49,13 +44,17 @@ class SharedMemory {
   // rank could open every other's; otherwise this rank's own memory (id 0).
   std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share);
 
-  // Once a shared allocation exists (on every rank alike), for calls of kSharedMinBytes or
-  // more: the handshake, then the allreduce in shared memory when every rank's send and
-  // recv lie in shared allocations. False (nothing done) otherwise: the caller runs the
-  // usual allreduce. InvalidArgument on every rank when counts, types or ops differ;
-  // IoError / TimeoutError from the waits as from any collective.
-  bool allreduce(Context& ctx, const void* send, void* recv, size_t count, DataType type,
+  // Whether a shared allocation exists (on every rank alike): then allreduces may take the
+  // handshake (the plan decides, allreduce_plan.h).
+  bool active() const { return control_ != nullptr; }
+  // The handshake (collective): posts this rank's call and waits for every rank's. True
+  // when every rank's send and recv lie in shared allocations — then run() must follow.
+  // InvalidArgument on every rank when counts, types or ops differ; IoError / TimeoutError
+  // from the waits as from any collective. REQUIRES: active().
+  bool handshake(Context& ctx, const void* send, void* recv, size_t count, DataType type,
                  ReduceOp op);
+  // The allreduce in shared memory of the call handshake() agreed on.
+  void run(Context& ctx, size_t count, DataType type, ReduceOp op);
   // Allreduces run in shared memory so far; read from any thread.
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
 

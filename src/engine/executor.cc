@@ -108,13 +108,14 @@ size_t Executor::group_limit(bool in_place) const {
   return in_place && t > 0 ? std::max(t, kInPlaceGroupBytes) : t;
 }
 
-// Single copy, and results that need no work after the reduction. Only agreed data decides
-// (not whether this rank has the ops), so every rank runs the same collective.
+// Results that need no work after the reduction, and a communicator that reads parts where
+// they lie. Only agreed data decides (not whether this rank has the ops), so every rank runs
+// the same collective (and asks the communicator at the same point).
 bool Executor::in_place_group(const Response& first) const {
   const Request& a = first.agreed;
   bool plain = a.prescale == 1.0 && (averaged_by_comm(first) ||
                                      (a.reduce != ReduceOp::kAverage && a.postscale == 1.0));
-  return plain && comm_.single_copy();
+  return plain && comm_.allreduce_reads_parts_in_place();
 }
 
 // The communicator averages over every rank, dividing as it writes the result; the engine
@@ -164,7 +165,8 @@ void Executor::trace(const Response& r, LocalOp* op, const char* phase, Clock::t
     shared_.timeline.span(r.name(), "QUEUE", planned_, begin);
     return;
   }
-  shared_.timeline.span(r.name(), phase, begin, end);
+  bool collective = std::strncmp(phase, "MEMCPY", 6) != 0;
+  shared_.timeline.span(r.name(), phase, begin, end, collective ? comm_.last_plan() : nullptr);
 }
 
 void Executor::allreduce_one(const Response& r, LocalOp* op) {

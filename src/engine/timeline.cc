@@ -76,7 +76,7 @@ int Timeline::row_locked(const std::string& tensor) {
 }
 
 void Timeline::span(const std::string& tensor, const char* phase, Clock::time_point begin,
-                    Clock::time_point end) {
+                    Clock::time_point end, const char* plan) {
   if (!active()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (file_ == nullptr) return;
@@ -85,8 +85,10 @@ void Timeline::span(const std::string& tensor, const char* phase, Clock::time_po
   long long dur = micros(end - begin);
   std::fprintf(file_,
                ",\n{\"name\":\"%s\",\"cat\":\"chorus\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
-               "\"ts\":%lld,\"dur\":%lld,\"args\":{\"tensor\":\"%s\"}}",
-               phase, row, ts < 0 ? 0 : ts, dur < 0 ? 0 : dur, json_escape(tensor).c_str());
+               "\"ts\":%lld,\"dur\":%lld,\"args\":{\"tensor\":\"%s\"%s%s%s}}",
+               phase, row, ts < 0 ? 0 : ts, dur < 0 ? 0 : dur, json_escape(tensor).c_str(),
+               plan && *plan ? ",\"plan\":\"" : "", plan && *plan ? plan : "",
+               plan && *plan ? "\"" : "");
 }
 
 }  // namespace chorus::engine

@@ -1,5 +1,6 @@
 // A Chrome-trace ("Trace Event Format") writer: one row per tensor, one complete ("X")
-// event per phase (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE, ...). The file is
+// event per phase (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE, ...); the events
+// of collectives name the communicator's plan in args.plan ("ring (single-copy)" ...). The file is
 // a JSON array; stop() (or the destructor) writes the closing bracket, so a stopped
 // timeline is valid JSON. Loaders also accept an unclosed array after a crash.
 //
@@ -28,9 +29,10 @@ class Timeline {
   void stop();
   bool active() const { return active_.load(std::memory_order_relaxed); }
 
-  // One phase of `tensor`, from `begin` to `end`.
+  // One phase of `tensor`, from `begin` to `end`; `plan` (a static name without quotes or
+  // backslashes, or null) is how its collective ran (Communicator::last_plan).
   void span(const std::string& tensor, const char* phase, Clock::time_point begin,
-            Clock::time_point end);
+            Clock::time_point end, const char* plan = nullptr);
 
  private:
   int row_locked(const std::string& tensor);

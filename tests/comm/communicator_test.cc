@@ -70,17 +70,53 @@ TEST(CommunicatorOptions, AlgorithmNamesAndEnvironment) {
   ::setenv("CHORUS_ALLREDUCE_ALGO", "nope", 1);
   EXPECT_THROW(CommunicatorOptions::from_env(), InvalidArgument);
   ::unsetenv("CHORUS_ALLREDUCE_ALGO");
+  EXPECT_FALSE(CommunicatorOptions::from_env().log_plans);
+  ::setenv("CHORUS_LOG_PLANS", "1", 1);
+  EXPECT_TRUE(CommunicatorOptions::from_env().log_plans);
+  ::setenv("CHORUS_LOG_PLANS", "yes", 1);
+  EXPECT_THROW(CommunicatorOptions::from_env(), InvalidArgument);
+  ::unsetenv("CHORUS_LOG_PLANS");
   ::unsetenv("CHORUS_TIMEOUT_SECONDS");
 }
 
-TEST(CommunicatorOptions, AutoSelection) {
-  using A = AllreduceAlgorithm;
-  EXPECT_EQ(choose_allreduce(A::kAuto, 1 << 30, 3), A::kRing);
-  EXPECT_EQ(choose_allreduce(A::kAuto, 8, 3), A::kRing);
-  EXPECT_EQ(choose_allreduce(A::kAuto, 8, 4), A::kRecursiveDoubling);
-  EXPECT_EQ(choose_allreduce(A::kAuto, kHalvingDoublingMaxBytes, 8), A::kHalvingDoubling);
-  EXPECT_EQ(choose_allreduce(A::kAuto, kHalvingDoublingMaxBytes + 1, 8), A::kRing);
-  EXPECT_EQ(choose_allreduce(A::kRecursiveDoubling, 1 << 30, 3), A::kRecursiveDoubling);
+// What ran is what the plan says, named by last_plan() (and in the log with
+// CHORUS_LOG_PLANS).
+TEST(CommunicatorPlan, LastPlanNamesWhatRan) {
+  Group tcp(Transport::kTcp, 2);
+  tcp.run([](int r, Communicator& comm) {
+    EXPECT_STREQ(comm.last_plan(), "");
+    std::vector<float> v((4 << 20) / 4, 1.0f);
+    comm.allreduce(v.data(), v.data(), 2, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_STREQ(comm.last_plan(), "recursive doubling") << "rank " << r;
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_STREQ(comm.last_plan(), "halving-doubling");
+    EXPECT_FALSE(comm.allreduce_reads_parts_in_place());  // tcp: parts are staged
+  });
+  Group shm(Transport::kShm, 2);
+  shm.run([](int r, Communicator& comm) {
+    std::vector<float> v((16 << 20) / 4, 1.0f);
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_STREQ(comm.last_plan(), "ring (streaming)") << "rank " << r;
+    comm.allreduce(v.data(), v.data(), (1 << 20) / 4, DataType::kFloat32, ReduceOp::kSum);
+    bool readable = comm.single_copy();
+    EXPECT_STREQ(comm.last_plan(), readable ? "ring (single-copy)" : "halving-doubling");
+    EXPECT_EQ(comm.allreduce_reads_parts_in_place(), readable);
+    comm.allgather(v.data(), v.data() + (2 << 20), (1 << 20) / 4, DataType::kFloat32);
+    EXPECT_STREQ(comm.last_plan(), readable ? "ring (single-copy)" : "ring");
+  });
+  auto o = Group::default_options();
+  o.log_plans = true;
+  Group logged(Transport::kTcp, 2, o);
+  ::testing::internal::CaptureStderr();
+  logged.run([](int, Communicator& comm) {
+    float v[2] = {1, 2};
+    comm.allreduce(v, v, 2, DataType::kFloat32, ReduceOp::kSum);
+  });
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("rank 1: allreduce of 2 float32 (rank 1 of 2) sum recursive doubling: at "
+                     "most 16 KiB: latency-bound"),
+            std::string::npos)
+      << log;
 }
 
 TEST(CommunicatorFailure, AbortBreaksEveryRankQuickly) {

@@ -80,6 +80,8 @@ TEST(EngineTimeline, StartAndStopAtRunTime) {
   EXPECT_EQ(text.find("before/"), std::string::npos);
   EXPECT_EQ(text.find("after/"), std::string::npos);
   EXPECT_NE(text.find("during/grad\\\"0"), std::string::npos);
+  // Collectives name the plan the communicator ran (tcp, 100 floats: recursive doubling).
+  EXPECT_NE(text.find("\"plan\":\"recursive doubling\""), std::string::npos) << text;
   std::remove(path.c_str());
 }
 

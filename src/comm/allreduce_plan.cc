@@ -1,0 +1,102 @@
+#include "comm/allreduce_plan.h"
+
+namespace chorus::comm {
+namespace {
+
+bool ring_family(AllreduceAlgorithm requested) {
+  return requested == AllreduceAlgorithm::kAuto || requested == AllreduceAlgorithm::kRing;
+}
+
+bool streams(const AllreduceFacts& f, const CommunicatorOptions& o) {
+  return o.shm_streaming_bytes > 0 && f.bytes >= o.shm_streaming_bytes && f.one_host &&
+         f.shm_links;
+}
+
+bool reads_peers(const AllreduceFacts& f, const CommunicatorOptions& o) {
+  return o.shm_single_copy && f.bytes >= kSingleCopyMinBytes && f.one_host && f.shm_links &&
+         f.peers_readable && f.peers_readable();
+}
+
+AllreducePlan by_size(const AllreduceFacts& f, AllreduceAlgorithm requested) {
+  switch (requested) {
+    case AllreduceAlgorithm::kRing:
+      return {AllreducePath::kRing, "CHORUS_ALLREDUCE_ALGO=ring"};
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return {AllreducePath::kHalvingDoubling, "CHORUS_ALLREDUCE_ALGO=halving_doubling"};
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return {AllreducePath::kRecursiveDoubling, "CHORUS_ALLREDUCE_ALGO=recursive_doubling"};
+    case AllreduceAlgorithm::kAuto:
+      break;
+  }
+  if (f.size == 3) return {AllreducePath::kRing, "3 ranks: no power-of-two core to halve"};
+  if (f.bytes <= kRecursiveDoublingMaxBytes) {
+    return {AllreducePath::kRecursiveDoubling, "at most 16 KiB: latency-bound"};
+  }
+  if (f.bytes <= kHalvingDoublingMaxBytes) {
+    return {AllreducePath::kHalvingDoubling, "at most 4 MiB: fewer steps than the ring"};
+  }
+  return {AllreducePath::kRing, "over 4 MiB: bandwidth-bound"};
+}
+
+}  // namespace
+
+const char* allreduce_path_name(AllreducePath path) {
+  switch (path) {
+    case AllreducePath::kLocal:
+      return "local";
+    case AllreducePath::kSharedMemory:
+      return "shared memory";
+    case AllreducePath::kRingStreaming:
+      return "ring (streaming)";
+    case AllreducePath::kRingSingleCopy:
+      return "ring (single-copy)";
+    case AllreducePath::kRing:
+      return "ring";
+    case AllreducePath::kHalvingDoubling:
+      return "halving-doubling";
+    case AllreducePath::kRecursiveDoubling:
+      return "recursive doubling";
+  }
+  return "unknown";
+}
+
+AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions& o) {
+  if (f.size == 1) return {AllreducePath::kLocal, "one rank"};
+  // The handshake also compares the ranks' calls, so it comes first whenever it may apply.
+  if (!f.parts && f.has_shared && f.bytes >= kSharedMinBytes && f.shared_buffers &&
+      f.shared_buffers()) {
+    return {AllreducePath::kSharedMemory, "every rank's buffers are in alloc_shared memory"};
+  }
+  if (ring_family(o.allreduce_algorithm)) {
+    if (streams(f, o)) {
+      return {AllreducePath::kRingStreaming,
+              "over shared memory from CHORUS_SHM_STREAMING_BYTES: past the cache"};
+    }
+    if (reads_peers(f, o)) {
+      return {AllreducePath::kRingSingleCopy,
+              "from 1 MiB where every rank may read its peers' memory"};
+    }
+  }
+  return by_size(f, o.allreduce_algorithm);
+}
+
+const char* ring_mode_name(RingMode mode) {
+  switch (mode) {
+    case RingMode::kStream:
+      return "ring";
+    case RingMode::kStreaming:
+      return "ring (streaming)";
+    case RingMode::kSingleCopy:
+      return "ring (single-copy)";
+  }
+  return "unknown";
+}
+
+RingMode plan_ring(size_t bytes, const CommunicatorOptions& options,
+                   const std::function<bool()>& peers_readable) {
+  bool single = options.shm_single_copy && bytes >= kSingleCopyMinBytes && peers_readable &&
+                peers_readable();
+  return single ? RingMode::kSingleCopy : RingMode::kStream;
+}
+
+}  // namespace chorus::comm

@@ -1,0 +1,77 @@
+// How a collective runs, decided in one place from what every rank knows alike, so that
+// every rank runs the same path: plan_allreduce() for allreduce (single buffer or parts),
+// plan_ring() for the ring allgather and reduce-scatter. The communicator gathers the facts
+// and runs the plan (communicator.cc); nothing else chooses an algorithm.
+//
+// Facts that cost a collective to learn (whether every rank may read its peers' memory,
+// whether every rank's buffers lie in shared memory) are asked lazily, only when the plan
+// needs them; every rank needs them at the same point, so the collectives match.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "chorus/communicator.h"
+
+namespace chorus::comm {
+
+enum class AllreducePath : uint8_t {
+  kLocal,              // one rank: a copy
+  kSharedMemory,       // every rank's buffers in alloc_shared memory: reduced there, no link
+  kRingStreaming,      // the byte-stream ring, chunk-major, results written past the cache
+  kRingSingleCopy,     // the ring that reads peers' memory (PeerMemory), parts in place
+  kRing,               // the byte-stream ring (parts: staged through one buffer)
+  kHalvingDoubling,    // Rabenseifner (parts: staged)
+  kRecursiveDoubling,  // lg p exchanges of the whole buffer (parts: staged)
+};
+
+// "local", "shared memory", "ring (streaming)", "ring (single-copy)", "ring",
+// "halving-doubling", "recursive doubling".
+const char* allreduce_path_name(AllreducePath path);
+
+struct AllreducePlan {
+  AllreducePath path = AllreducePath::kRing;
+  const char* why = "";  // one line: the rule that chose it
+};
+
+// What an allreduce plan depends on; each the same on every rank.
+struct AllreduceFacts {
+  size_t bytes = 0;          // of the whole call
+  bool parts = false;        // several buffers (Communicator::allreduce over parts)
+  int size = 1;              // ranks
+  bool one_host = false;     // every rank on this host
+  bool shm_links = false;    // ... and linked through shared memory (not CHORUS_TRANSPORT=tcp)
+  bool has_shared = false;   // some alloc_shared memory is shared (every rank alike)
+  // Collective, asked only when needed: every rank may read every peer's memory.
+  std::function<bool()> peers_readable;
+  // Collective, asked only when needed: every rank's send and recv lie in alloc_shared
+  // memory (the shared-memory handshake, which also checks that the calls agree).
+  std::function<bool()> shared_buffers;
+};
+
+// The smallest allreduce worth the shared-memory handshake (about a microsecond): smaller
+// calls take the usual path (docs/benchmarks.md).
+inline constexpr size_t kSharedMinBytes = size_t{4} << 10;
+// Ring calls of at least this many bytes (the whole buffer) read peers' memory directly
+// when every rank may (CommunicatorOptions::shm_single_copy).
+inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
+// kAuto's crossovers (bytes per rank's buffer), measured on loopback TCP: docs/algorithms.md.
+inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
+inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
+
+AllreducePlan plan_allreduce(const AllreduceFacts& facts, const CommunicatorOptions& options);
+
+// How a ring allgather / reduce-scatter of `bytes` runs.
+enum class RingMode : uint8_t {
+  kStream,      // through the links' byte streams
+  kStreaming,   // chunk-major through shared-memory rings, results past the cache
+  kSingleCopy,  // reading peers' memory
+};
+const char* ring_mode_name(RingMode mode);
+// Single copy from kSingleCopyMinBytes when allowed and every rank may read its peers'
+// memory (asked lazily, as above); the byte stream otherwise.
+RingMode plan_ring(size_t bytes, const CommunicatorOptions& options,
+                   const std::function<bool()>& peers_readable);
+
+}  // namespace chorus::comm

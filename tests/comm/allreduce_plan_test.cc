@@ -1,0 +1,119 @@
+// The one allreduce plan: every rule with its facts, and the collective facts asked only
+// where a rule needs them (each ask is a collective every rank must make alike).
+#include "comm/allreduce_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace chorus::comm {
+namespace {
+
+using P = AllreducePath;
+
+struct Asked {
+  int readable = 0, shared = 0;
+};
+
+// Facts of a single-host job of `size` ranks over shared memory; the collective facts
+// answer `readable` / `shared` and count how often they are asked.
+AllreduceFacts facts(size_t bytes, int size, Asked& asked, bool readable = true,
+                     bool shared = true) {
+  AllreduceFacts f;
+  f.bytes = bytes;
+  f.size = size;
+  f.one_host = f.shm_links = true;
+  f.peers_readable = [&asked, readable] { return ++asked.readable, readable; };
+  f.shared_buffers = [&asked, shared] { return ++asked.shared, shared; };
+  return f;
+}
+
+TEST(AllreducePlan, SharedMemoryFirstWhenEveryRanksBuffersAreShared) {
+  CommunicatorOptions o;
+  Asked asked;
+  auto f = facts(kSharedMinBytes, 2, asked);
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);  // no shared allocation yet
+  EXPECT_EQ(asked.shared, 0);
+  f.has_shared = true;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kSharedMemory);
+  EXPECT_EQ(asked.shared, 1);
+  f.bytes = kSharedMinBytes - 1;  // below the handshake's worth: not asked
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
+  f.bytes = 64 << 20;
+  f.parts = true;  // parts never go through shared memory
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRingStreaming);
+  EXPECT_EQ(asked.shared, 1);
+  auto heap = facts(64 << 20, 2, asked, true, /*shared=*/false);
+  heap.has_shared = true;
+  EXPECT_EQ(plan_allreduce(heap, o).path, P::kRingStreaming);  // asked, then the usual plan
+  EXPECT_EQ(asked.shared, 2);
+}
+
+TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
+  CommunicatorOptions o;
+  Asked asked;
+  EXPECT_EQ(plan_allreduce(facts(o.shm_streaming_bytes, 2, asked), o).path, P::kRingStreaming);
+  EXPECT_EQ(asked.readable, 0);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked), o).path, P::kRingSingleCopy);
+  EXPECT_EQ(asked.readable, 1);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked, false), o).path,
+            P::kHalvingDoubling);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path,
+            P::kHalvingDoubling);
+  EXPECT_EQ(asked.readable, 2);  // not asked below 1 MiB
+  o.shm_streaming_bytes = 0;     // off: single copy takes it
+  EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);
+  o.shm_single_copy = false;
+  EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);
+}
+
+TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {
+  CommunicatorOptions o;
+  Asked asked;
+  auto f = facts(64 << 20, 4, asked);
+  f.shm_links = false;  // CHORUS_TRANSPORT=tcp
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  f.one_host = false;
+  f.bytes = 8;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
+  f.bytes = kRecursiveDoublingMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  f.bytes = kHalvingDoublingMaxBytes;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  f.bytes = kHalvingDoublingMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  f.size = 3;
+  f.bytes = 8;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  EXPECT_EQ(asked.readable, 0);
+}
+
+TEST(AllreducePlan, AChosenAlgorithmWinsOverSizeButNotOverSharedMemory) {
+  CommunicatorOptions o;
+  Asked asked;
+  o.allreduce_algorithm = AllreduceAlgorithm::kRecursiveDoubling;
+  auto f = facts(64 << 20, 3, asked);
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);  // no streaming, no single copy
+  EXPECT_EQ(asked.readable, 0);
+  f.has_shared = true;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kSharedMemory);
+  o.allreduce_algorithm = AllreduceAlgorithm::kRing;  // the ring family keeps its modes
+  f.has_shared = false;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRingStreaming);
+  EXPECT_EQ(plan_allreduce(facts(8, 1, asked), o).path, P::kLocal);
+}
+
+TEST(AllreducePlan, EveryPlanHasANameAndAReason) {
+  CommunicatorOptions o;
+  Asked asked;
+  for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+    AllreducePlan p = plan_allreduce(facts(bytes, 2, asked), o);
+    EXPECT_STRNE(allreduce_path_name(p.path), "unknown");
+    EXPECT_GT(std::string(p.why).size(), 5u);
+  }
+  EXPECT_EQ(plan_ring(kSingleCopyMinBytes, o, [] { return true; }), RingMode::kSingleCopy);
+  EXPECT_EQ(plan_ring(kSingleCopyMinBytes - 1, o, [] { return true; }), RingMode::kStream);
+  EXPECT_EQ(plan_ring(kSingleCopyMinBytes, o, [] { return false; }), RingMode::kStream);
+  EXPECT_STREQ(ring_mode_name(RingMode::kSingleCopy), "ring (single-copy)");
+}
+
+}  // namespace
+}  // namespace chorus::comm
