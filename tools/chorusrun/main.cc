@@ -10,6 +10,7 @@
 
 #include "chorus/error.h"
 #include "chorus/store.h"
+#include "chorus/version.h"
 #include "launch.h"
 #include "options.h"
 #include "ps_attempt.h"
@@ -131,7 +132,12 @@ int run_job(const Options& options) {
 int main(int argc, char** argv) {
   using namespace chorus::run;
   try {
-    return run_job(parse_options(argc, argv));
+    Options options = parse_options(argc, argv);
+    if (options.show_version) {
+      std::printf("chorusrun (chorus) %s\n", chorus::version());
+      return 0;
+    }
+    return run_job(options);
   } catch (const UsageError& e) {
     if (e.what()[0] == '\0') {
       std::fputs(usage_text(), stdout);

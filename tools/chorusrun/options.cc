@@ -110,6 +110,10 @@ Options parse_options(int argc, char** argv) {
       break;
     }
     if (arg == "-h" || arg == "--help") throw UsageError("");
+    if (arg == "--version") {
+      o.show_version = true;
+      return o;
+    }
     std::string value;
     auto eq = arg.find('=');
     std::string name = (arg.rfind("--", 0) == 0 && eq != std::string::npos) ? arg.substr(0, eq) : arg;
@@ -152,6 +156,7 @@ const char* usage_text() {
          "  --store-address ADDR   address the rendezvous store binds and ranks dial\n"
          "  -x NAME[=VALUE]        forward this variable to every rank (remote ranks too)\n"
          "  --rsh CMD              remote shell instead of ssh\n"
+         "  --version              print chorus's version and exit\n"
          "Parameter-server clusters (--ps K): 1 chief + N workers + K ps tasks of PROGRAM,\n"
          "placed chief, ps 0..K-1, worker 0..N-1 on the slots; each gets TF_CONFIG, no\n"
          "CHORUS_RANK. The chief exiting 0 ends the job (the others get the grace period,\n"

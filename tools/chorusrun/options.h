@@ -14,6 +14,7 @@ class UsageError : public std::runtime_error {
 };
 
 struct Options {
+  bool show_version = false;   // --version: print it and start nothing
   int np = 0;
   std::string host_list;       // -H a:2,b:2
   std::string hostfile;        // --hostfile FILE
@@ -36,7 +37,8 @@ struct Options {
   std::vector<std::string> program;  // program and its arguments
 };
 
-// argv[0] is skipped. Throws UsageError naming the offending option or value.
+// argv[0] is skipped. Throws UsageError naming the offending option or value. --version
+// (before the program) returns at once with show_version set and nothing else checked.
 Options parse_options(int argc, char** argv);
 
 const char* usage_text();
