@@ -47,7 +47,7 @@ void print_env() {
         "CHORUS_CROSS_SIZE", "CHORUS_STORE_ADDR", "CHORUS_RESTART_COUNT", "CHORUS_HOST_ID",
         "CHORUS_SECRET", "CHORUS_TEST_EXPORT", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK",
         "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
-        "HOROVOD_CROSS_SIZE"}) {
+        "HOROVOD_CROSS_SIZE", "OPENBLAS_CORETYPE"}) {
     std::printf("%s=%s\n", name, var(name).c_str());
   }
   struct stat st {};

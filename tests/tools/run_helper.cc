@@ -22,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 [[noreturn]] void exec_chorusrun(const RunSpec& spec, int out, int err) {
   ::dup2(out, 1);
   ::dup2(err, 2);
+  for (const std::string& name : spec.unset) ::unsetenv(name.c_str());
   for (const auto& kv : spec.env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
   std::vector<char*> argv = {const_cast<char*>(CHORUSRUN_PATH)};
   for (const std::string& a : spec.args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -28,6 +28,7 @@ struct RunSpec {
 
   std::vector<std::string> args;  // after "chorusrun"
   EnvList env;                    // set for chorusrun only
+  std::vector<std::string> unset;  // removed from chorusrun's environment
   std::chrono::milliseconds timeout{20000};
   // Called in a helper thread once chorusrun runs (e.g. to send it SIGINT).
   std::function<void(pid_t)> during;

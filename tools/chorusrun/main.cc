@@ -12,6 +12,7 @@
 #include "chorus/store.h"
 #include "chorus/version.h"
 #include "launch.h"
+#include "openblas.h"
 #include "options.h"
 #include "ps_attempt.h"
 #include "supervise.h"
@@ -102,9 +103,20 @@ int run_attempts(JobPlan& plan, Store* store) {
   }
 }
 
+// Whether some process of the job is started on this host (directly or by a local mpirun).
+bool starts_local_processes(const JobPlan& plan) {
+  if (plan.options.mpi) return true;
+  for (const Placement& p : plan.placements) {
+    if (p.local) return true;
+  }
+  return false;
+}
+
 int run_job(const Options& options) {
   install_signal_handlers();
   JobPlan plan = make_plan(options);
+  // Before any thread exists: the probe forks.
+  if (starts_local_processes(plan)) tune_openblas_for_local_workers(options.verbose);
   PrivateDir dir;
   prepare_secret(plan, dir.path());
   // A parameter-server cluster's chief hosts its store (TF_CONFIG's convention).
