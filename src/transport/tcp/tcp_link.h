@@ -2,15 +2,18 @@
 //
 // Every byte goes through one of two staging buffers of the link's own (256 KiB each,
 // allocated at first use): send() reads from the outgoing one, recv() fills the incoming
-// one. Why the extra copy: the kernel's copies to and from a buffer that is hot in this
-// core's cache run about twice as fast here as to and from the caller's buffers, and the
-// user-space copy that stages them costs less than the difference (docs/algorithms.md).
-// OpenMPI's TCP BTL bounces through its fragment buffers the same way. The incoming buffer is also lent to
+// one. Why the extra copy: the kernel copies to and from them at offsets in their pages
+// chosen to be fast, whatever the caller's buffers are (page-aligned ones make the
+// kernel's copies up to twice as slow), and the user-space copy that stages them costs less
+// than the difference (docs/algorithms.md). OpenMPI's TCP BTL bounces through its fragment
+// buffers too. The incoming buffer is also lent to
 // reductions (peek_recv), which then read received bytes where the kernel put them.
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "transport/link.h"
@@ -46,9 +49,23 @@ class TcpLink : public Link {
   void fill();
   ssize_t recv_some(char* at, size_t n);
 
+  // kStagingBytes at a chosen offset in a page.
+  class Staging {
+   public:
+    explicit Staging(size_t offset);
+    char* data() const { return data_; }
+
+   private:
+    struct Free {
+      void operator()(char* p) const { std::free(p); }
+    };
+    std::unique_ptr<char, Free> base_;
+    char* data_;
+  };
+
   net::Fd fd_;
   std::string label_;
-  std::unique_ptr<char[]> out_, in_;
+  std::optional<Staging> out_, in_;
   const char* out_src_ = nullptr;  // the caller's address of out_[0]
   size_t out_staged_ = 0, out_sent_ = 0;
   size_t in_begin_ = 0, in_end_ = 0;  // unread bytes: in_[in_begin_, in_end_)
