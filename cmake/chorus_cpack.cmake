@@ -58,8 +58,8 @@ if(CHORUS_WITH_PYTHON AND TARGET chorus_python_ops)
   math(EXPR py_next "${Python3_VERSION_MINOR} + 1")
   set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-chorus)
   set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
-  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
-      "python3 (>= ${py}), python3 (<< ${Python3_VERSION_MAJOR}.${py_next}), python3-torch, chorus (= ${PROJECT_VERSION}-1)")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3 (>= ${py}), \
+python3 (<< ${Python3_VERSION_MAJOR}.${py_next}), python3-torch, chorus (= ${PROJECT_VERSION}-1)")
   set(CPACK_COMPONENT_PYTHON_DESCRIPTION "distributed training for PyTorch programs: chorus.torch
 Horovod's PyTorch API over chorus's engine, for Debian's python3 and python3-torch:
 replace 'import horovod.torch as hvd' by 'import chorus.torch as hvd' and start the

@@ -26,16 +26,16 @@ set(CHORUS_INSTALL_PYTHONDIR lib/python3/dist-packages CACHE STRING
 # exported under its layer's name: chorus_comm -> chorus::comm.
 set(CHORUS_CORE_LIBRARIES chorus_util chorus_rendezvous chorus_transport chorus_comm chorus_engine
                           chorus_train_io chorus_checkpoint chorus_ps chorus_coordinator)
-set(CHORUS_TORCH_LIBRARIES chorus_torch chorus_data chorus_train)
+set(CHORUS_TORCH_LIBRARIES chorus_torch chorus_data chorus_train)  # when libtorch was found
 foreach(lib IN LISTS CHORUS_CORE_LIBRARIES CHORUS_TORCH_LIBRARIES)
   if(TARGET ${lib})
     string(REGEX REPLACE "^chorus_" "" name ${lib})
     set_target_properties(${lib} PROPERTIES EXPORT_NAME ${name})
+  else()
+    list(REMOVE_ITEM CHORUS_CORE_LIBRARIES ${lib})
+    list(REMOVE_ITEM CHORUS_TORCH_LIBRARIES ${lib})
   endif()
 endforeach()
-if(NOT CHORUS_WITH_TORCH)
-  set(CHORUS_TORCH_LIBRARIES)
-endif()
 
 install(TARGETS ${CHORUS_CORE_LIBRARIES} EXPORT chorusTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
@@ -51,9 +51,11 @@ endif()
 # CPack for the Debian packages): install(TARGETS) strips programs only.
 install(CODE "
   if(CMAKE_INSTALL_DO_STRIP)
-    file(GLOB libs \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libchorus_*.a\")
+    set(dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
+    file(GLOB libs \"\${dir}/libchorus_*.a\")
     foreach(lib IN LISTS libs)
-      execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug \"\${lib}\" COMMAND_ERROR_IS_FATAL ANY)
+      execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug \"\${lib}\"
+                      COMMAND_ERROR_IS_FATAL ANY)
     endforeach()
   endif()" COMPONENT dev)
 
@@ -64,10 +66,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/chorus DESTINATION ${CMAKE_INSTA
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/chorusConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/chorusConfig.cmake
                               INSTALL_DESTINATION ${CHORUS_INSTALL_CMAKEDIR})
-# 0.x: a new minor version may change the public headers (cmake/version.h.in).
+# 0.x: a new minor version may change the public headers (include/chorus/version.h).
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/chorusConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
-install(FILES ${PROJECT_BINARY_DIR}/chorusConfig.cmake ${PROJECT_BINARY_DIR}/chorusConfigVersion.cmake
+install(FILES ${PROJECT_BINARY_DIR}/chorusConfig.cmake
+              ${PROJECT_BINARY_DIR}/chorusConfigVersion.cmake
         DESTINATION ${CHORUS_INSTALL_CMAKEDIR} COMPONENT dev)
 
 # pkg-config: relocatable (the prefix is found from the .pc file's own place), so an

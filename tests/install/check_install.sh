@@ -41,7 +41,8 @@ step() { echo "== $*"; }
 run_consumer() {  # chorusrun consumer
   local out
   out=$("$1" -np 2 "$2" 2>&1) || fail "consumer under $1: $out"
-  grep -qx "\[0\] consumer ok: chorus $version, 2 ranks, sum 3" <<<"$out" || fail "consumer said: $out"
+  grep -qx "\[0\] consumer ok: chorus $version, 2 ranks, sum 3" <<<"$out" \
+    || fail "consumer said: $out"
   echo "$out"
 }
 
