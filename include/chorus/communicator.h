@@ -160,6 +160,10 @@ class Communicator {
   bool single_copy() const;
   // How many allreduces have run in shared memory (alloc_shared) so far.
   uint64_t shared_memory_allreduces() const;
+  // Whether [p, p + bytes) lies in memory alloc_shared returned that the other ranks map
+  // (this rank's view only; an allreduce still checks every rank's). Any thread, any time,
+  // also while collectives run: the engine asks it when an op is enqueued.
+  bool in_shared_memory(const void* p, size_t bytes) const;
   // The plan the last allreduce, allgather or reduce-scatter ran: "shared memory",
   // "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling", "recursive
   // doubling" (docs/algorithms.md); "" before any. For the thread that runs the collectives.

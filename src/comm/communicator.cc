@@ -210,6 +210,11 @@ bool Communicator::allreduce_reads_parts_in_place() {
   return plan.path == comm::AllreducePath::kRingSingleCopy;
 }
 uint64_t Communicator::shared_memory_allreduces() const { return impl_->shared.completed(); }
+bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
+  uint64_t id = 0, offset = 0;
+  impl_->shared.locate(p, bytes, &id, &offset);
+  return id != 0;
+}
 void Communicator::abort() noexcept { impl_->fail(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,

@@ -84,6 +84,7 @@ std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t by
     if (a->data(a->rank) == nullptr) a->regions[a->rank] = Region::create(bytes);
     return a;  // plain memory (id 0)
   }
+  std::lock_guard<std::mutex> lock(allocations_mu_);
   allocations_.push_back(a);
   a->id = allocations_.size();
   return a;
@@ -135,6 +136,7 @@ void SharedMemory::locate(const void* p, size_t bytes, uint64_t* id, uint64_t* o
   *id = 0;
   *offset = 0;
   auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(allocations_mu_);
   for (const auto& weak : allocations_) {
     auto a = weak.lock();
     if (!a) continue;
@@ -150,7 +152,10 @@ void SharedMemory::locate(const void* p, size_t bytes, uint64_t* id, uint64_t* o
 void SharedMemory::resolve(const Call& call, int r, size_t bytes) {
   auto find = [&](uint64_t id, uint64_t offset) -> char* {
     std::shared_ptr<SharedAllocation> a;
-    if (id >= 1 && id <= allocations_.size()) a = allocations_[id - 1].lock();
+    {
+      std::lock_guard<std::mutex> lock(allocations_mu_);
+      if (id >= 1 && id <= allocations_.size()) a = allocations_[id - 1].lock();
+    }
     if (!a) {
       CHORUS_THROW(IoError, "rank ", r, "'s allreduce buffer is in shared allocation ", id,
                    ", which rank ", control_->rank, " no longer has");

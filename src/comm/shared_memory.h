@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "chorus/communicator.h"
@@ -57,6 +58,9 @@ class SharedMemory {
   void run(Context& ctx, size_t count, DataType type, ReduceOp op);
   // Allreduces run in shared memory so far; read from any thread.
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // (id, offset) of the shared allocation holding [p, p + bytes) here; id 0 when none.
+  // Any thread.
+  void locate(const void* p, size_t bytes, uint64_t* id, uint64_t* offset) const;
 
   struct Call;  // a call as one rank posts it (shared_memory.cc)
 
@@ -65,8 +69,6 @@ class SharedMemory {
   // every peer's (collective). False, on every rank, when some rank could not map a peer's:
   // then `a` holds only this rank's region.
   bool share(Context& ctx, SharedAllocation& a, size_t bytes, bool control);
-  // (id, offset) of the shared allocation holding [p, p + bytes) here; id 0 when none.
-  void locate(const void* p, size_t bytes, uint64_t* id, uint64_t* offset) const;
   // This rank's view of where rank r's buffers of the call posted in `slot` are.
   void resolve(const Call& slot, int r, size_t bytes);
   void reduce_part(Context& ctx, size_t count, DataType type, ReduceOp op);
@@ -74,7 +76,9 @@ class SharedMemory {
   void wait_all(Context& ctx, uint64_t call, bool finished);
 
   std::shared_ptr<SharedAllocation> control_;
-  std::vector<std::weak_ptr<SharedAllocation>> allocations_;  // allocations_[id - 1]
+  // allocations_[id - 1]; appended by the collectives' thread, read by locate() from any.
+  mutable std::mutex allocations_mu_;
+  std::vector<std::weak_ptr<SharedAllocation>> allocations_;
   uint64_t calls_ = 0;
   std::atomic<uint64_t> completed_{0};
   // Per call, reused: every rank's buffers as mapped here, and the allocations they are in.

@@ -214,6 +214,24 @@ TEST_P(SharedMemoryTest, DifferentSizesAreAnInvalidArgumentOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedMemoryTest, ::testing::Values(2, 3, 4, 5));
 
+// What the engine asks when an op is enqueued: inside a live shared allocation, whole.
+TEST(SharedMemory, InSharedMemoryKnowsTheLiveAllocations) {
+  Group group(Transport::kShm, 2);
+  std::vector<SharedBuffer> buf(2);
+  group.run([&](int r, Communicator& comm) { buf[r] = comm.alloc_shared(8192); });
+  const char* p = static_cast<const char*>(buf[0].data());
+  EXPECT_TRUE(group[0].in_shared_memory(p, 8192));
+  EXPECT_TRUE(group[0].in_shared_memory(p + 8191, 1));
+  EXPECT_TRUE(group[0].in_shared_memory(p + 100, 0));
+  EXPECT_FALSE(group[0].in_shared_memory(p + 1, 8192)) << "runs past the end";
+  EXPECT_FALSE(group[0].in_shared_memory(p - 1, 2)) << "starts before it";
+  std::vector<char> heap(64);
+  EXPECT_FALSE(group[0].in_shared_memory(heap.data(), heap.size()));
+  EXPECT_FALSE(group[1].in_shared_memory(p, 1)) << "rank 1 maps rank 0's, but it is not its own";
+  buf.assign(2, SharedBuffer());  // freed: no longer shared
+  EXPECT_FALSE(group[0].in_shared_memory(p, 1));
+}
+
 TEST(SharedMemory, TcpLinksGivePlainMemoryAndTheUsualAllreduce) {
   Group group(Transport::kTcp, 2);
   std::vector<SharedBuffer> buf(2);
