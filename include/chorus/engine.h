@@ -48,9 +48,11 @@ enum class OpType : uint8_t {
   kAlltoall,
   kReduceScatter,
   kBarrier,
+  kAllocShared,
 };
 
-// "allreduce", "allgather", "broadcast", "alltoall", "reduce_scatter", "barrier".
+// "allreduce", "allgather", "broadcast", "alltoall", "reduce_scatter", "barrier",
+// "alloc_shared".
 const char* op_type_name(OpType op);
 
 // What the ops mean while some ranks have joined (Engine::join).
@@ -108,6 +110,7 @@ struct EngineStats {
   uint64_t fused_in_place = 0;       // of those, handed to the communicator where they lie
                                      // (single copy; it packs groups under 1 MiB itself)
   uint64_t stall_warnings = 0;       // warnings logged by the stall inspector
+  uint64_t shared_memory = 0;        // allreduces run in alloc_shared memory (communicator's)
 };
 
 struct HandleState;
@@ -142,6 +145,8 @@ class Handle {
   const std::vector<int64_t>& received_splits() const;
   // join_async: the last rank to join.
   int last_joined_rank() const;
+  // alloc_shared: the memory.
+  const SharedBuffer& shared_buffer() const;
 
  private:
   const HandleState& done_state() const;
@@ -201,6 +206,12 @@ class Engine {
                         double prescale = 1.0, double postscale = 1.0);
   // Finishes once every rank has entered a barrier of this name.
   Handle barrier(const std::string& name = "barrier");
+  // Communicator::alloc_shared(bytes) run by the engine (every rank, the same bytes > 0):
+  // handle.shared_buffer() is memory every rank maps when they share a host, else this
+  // rank's own. An allreduce whose input and output lie in such memory on every rank runs
+  // there, unfused (the fastest allreduce on one host, docs/algorithms.md); where that
+  // differs between ranks it runs the usual way.
+  Handle alloc_shared(const std::string& name, size_t bytes);
 
   // A name for an unnamed op: "<prefix>.noname.<n>", n counting this engine's unnamed ops
   // from 0 (every prefix shares the count). Ranks must then issue their unnamed ops in the

@@ -25,6 +25,8 @@ const char* op_type_name(OpType op) {
       return "reduce_scatter";
     case OpType::kBarrier:
       return "barrier";
+    case OpType::kAllocShared:
+      return "alloc_shared";
   }
   return "unknown";
 }
@@ -121,7 +123,11 @@ void Engine::shutdown() {
 
 int Engine::rank() const { return impl_->comm.rank(); }
 int Engine::size() const { return impl_->comm.size(); }
-EngineStats Engine::stats() const { return impl_->shared.counters.snapshot(); }
+EngineStats Engine::stats() const {
+  EngineStats s = impl_->shared.counters.snapshot();
+  s.shared_memory = impl_->comm.shared_memory_allreduces();
+  return s;
+}
 void Engine::start_timeline(const std::string& path) { impl_->shared.timeline.start(path); }
 void Engine::stop_timeline() { impl_->shared.timeline.stop(); }
 

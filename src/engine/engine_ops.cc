@@ -81,6 +81,9 @@ Handle Engine::allreduce(const std::string& name, const void* input, void* outpu
   r.postscale = postscale;
   check_buffer(r, input, "input");
   check_buffer(r, output, "output");
+  const size_t bytes = r.bytes();
+  r.in_shared_memory = bytes > 0 && impl_->comm.in_shared_memory(input, bytes) &&
+                       impl_->comm.in_shared_memory(output, bytes);
   return impl_->enqueue(std::move(r), input, output);
 }
 
@@ -145,6 +148,15 @@ std::string Engine::unnamed(const std::string& prefix) {
 
 Handle Engine::barrier(const std::string& name) {
   auto r = make_request(name, OpType::kBarrier, DataType::kUInt8, {0});
+  return impl_->enqueue(std::move(r), nullptr, nullptr);
+}
+
+Handle Engine::alloc_shared(const std::string& name, size_t bytes) {
+  CHORUS_CHECK_ARG(bytes > 0 && bytes <= static_cast<size_t>(engine::kMaxTensorBytes),
+                   "alloc_shared '", name, "': ", bytes, " bytes (must be 1 .. ",
+                   engine::kMaxTensorBytes, ")");
+  auto r = make_request(name, OpType::kAllocShared, DataType::kUInt8,
+                        {static_cast<int64_t>(bytes)});
   return impl_->enqueue(std::move(r), nullptr, nullptr);
 }
 

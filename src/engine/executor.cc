@@ -36,6 +36,8 @@ const char* collective_phase(OpType op) {
       return "REDUCE_SCATTER";
     case OpType::kBarrier:
       return "BARRIER";
+    case OpType::kAllocShared:
+      return "ALLOC_SHARED";
   }
   return "?";
 }
@@ -74,15 +76,18 @@ void Executor::run(const std::vector<Response>& plan, Clock::time_point planned,
 
 // plan[first] and the later untaken allreduces compatible with it, in plan order, while
 // they fit the fusion threshold. Every rank has the same plan, so the same groups.
+// A tensor in shared memory on every rank runs alone: the shared-memory allreduce takes
+// one buffer, and beats any group's path.
 std::vector<const Response*> Executor::take_group(const std::vector<Response>& plan, size_t first,
                                                   std::vector<bool>& taken) const {
   std::vector<const Response*> group{&plan[first]};
   taken[first] = true;
+  if (plan[first].agreed.in_shared_memory) return group;
   bool in_place = in_place_group(plan[first]);
   size_t bytes = plan[first].agreed.bytes(), limit = group_limit(in_place);
   if (!worth_fusing(bytes, in_place)) return group;
   for (size_t j = first + 1; j < plan.size(); ++j) {
-    if (taken[j] || !fusible(plan[first], plan[j])) continue;
+    if (taken[j] || plan[j].agreed.in_shared_memory || !fusible(plan[first], plan[j])) continue;
     size_t b = plan[j].agreed.bytes();
     if (!worth_fusing(b, in_place) || bytes + b > limit) continue;
     bytes += b;
@@ -271,6 +276,11 @@ void Executor::run_other(const Response& r, LocalOp* op) {
     case OpType::kBarrier:
       comm_.barrier();
       break;
+    case OpType::kAllocShared: {  // a joined rank takes part and drops its memory
+      SharedBuffer memory = comm_.alloc_shared(static_cast<size_t>(r.agreed.elements()));
+      if (op) op->handle->shared_buffer = std::move(memory);
+      break;
+    }
     case OpType::kAllreduce:
       break;  // handled by run()
   }

@@ -50,5 +50,6 @@ size_t Handle::bytes() const { return done_state().bytes; }
 const std::vector<int64_t>& Handle::shape() const { return done_state().shape; }
 const std::vector<int64_t>& Handle::received_splits() const { return done_state().received_splits; }
 int Handle::last_joined_rank() const { return static_cast<int>(done_state().value); }
+const SharedBuffer& Handle::shared_buffer() const { return done_state().shared_buffer; }
 
 }  // namespace chorus

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "chorus/shared_buffer.h"
 #include "engine/request.h"
 #include "util/deadline.h"
 
@@ -30,6 +31,7 @@ struct HandleState {
   std::vector<int64_t> received_splits;
   std::vector<uint8_t> owned;  // engine-allocated output (allgather, alltoall, ...)
   int64_t value = -1;          // join: the last rank to join
+  SharedBuffer shared_buffer;  // alloc_shared
 
   // Marks the op finished (with `e`, or successfully when null) and wakes waiters.
   void finish(std::exception_ptr e);

@@ -10,9 +10,9 @@ namespace {
 
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxNameBytes = 4096;
-// The fewest bytes one request takes on the wire: name length, three enums, root, two
-// scale factors, two dimension counts.
-constexpr size_t kMinRequestBytes = 4 + 3 + 4 + 8 + 8 + 4 + 4;
+// The fewest bytes one request takes on the wire: name length, three enums, the shared
+// memory flag, root, two scale factors, two dimension counts.
+constexpr size_t kMinRequestBytes = 4 + 3 + 1 + 4 + 8 + 8 + 4 + 4;
 
 template <typename T>
 void put(std::string& out, T value) {
@@ -108,13 +108,18 @@ Request decode_one(Reader& in, int world) {
   if (name_len == 0 || name_len > kMaxNameBytes) in.fail("a name of ", name_len, " bytes");
   r.name = in.get_string(name_len);
   const auto op = in.get<uint8_t>(), dtype = in.get<uint8_t>(), reduce = in.get<uint8_t>();
-  if (op > static_cast<int>(OpType::kBarrier) || dtype >= kNumDataTypes ||
+  if (op > static_cast<int>(OpType::kAllocShared) || dtype >= kNumDataTypes ||
       reduce >= kNumReduceOps) {
     in.fail("'", r.name, "' has an unknown op, data type or reduce op");
   }
   r.op = static_cast<OpType>(op);
   r.dtype = static_cast<DataType>(dtype);
   r.reduce = static_cast<ReduceOp>(reduce);
+  const auto shared = in.get<uint8_t>();
+  if (shared > 1 || (shared == 1 && r.op != OpType::kAllreduce)) {
+    in.fail("'", r.name, "' has a shared-memory flag of ", int{shared});
+  }
+  r.in_shared_memory = shared == 1;
   r.root = in.get<int32_t>();
   r.prescale = in.get<double>();
   r.postscale = in.get<double>();
@@ -151,7 +156,7 @@ int64_t Request::row_elements() const {
 bool operator==(const Request& a, const Request& b) {
   return a.name == b.name && a.op == b.op && a.dtype == b.dtype && a.reduce == b.reduce &&
          a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
-         a.shape == b.shape && a.splits == b.splits;
+         a.shape == b.shape && a.splits == b.splits && a.in_shared_memory == b.in_shared_memory;
 }
 
 std::string shape_text(const std::vector<int64_t>& dims) {
@@ -170,6 +175,7 @@ void encode_requests(const std::vector<const Request*>& requests, std::string& o
     put<uint8_t>(out, static_cast<uint8_t>(r->op));
     put<uint8_t>(out, static_cast<uint8_t>(r->dtype));
     put<uint8_t>(out, static_cast<uint8_t>(r->reduce));
+    put<uint8_t>(out, r->in_shared_memory ? 1 : 0);
     put<int32_t>(out, r->root);
     put<double>(out, r->prescale);
     put<double>(out, r->postscale);

@@ -21,6 +21,9 @@ struct Request {
   double postscale = 1.0;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall: rows sent to each rank
+  // allreduce: input and output lie in alloc_shared memory here. Agreed as "on every rank"
+  // (Response::agreed); such a tensor runs alone, where the shared-memory allreduce can.
+  bool in_shared_memory = false;
 
   int64_t elements() const;
   size_t bytes() const { return static_cast<size_t>(elements()) * dtype_size(dtype); }

@@ -143,6 +143,7 @@ Response make_response(const std::string& name, const PerRank& per_rank, JoinMod
   for (const auto& r : per_rank) {
     if (!r) continue;
     if (resp.contributors++ == 0) resp.agreed = *r;
+    resp.agreed.in_shared_memory = resp.agreed.in_shared_memory && r->in_shared_memory;
   }
   resp.divisor = mode == JoinMode::kHorovod ? static_cast<int>(per_rank.size()) : resp.contributors;
   std::string error = find_mismatch(name, per_rank, resp.agreed.op);

@@ -37,8 +37,16 @@ std::vector<Request> sample_requests() {
   Request a2a = make("tokens", OpType::kAlltoall, {10, 7});
   a2a.dtype = DataType::kInt64;
   a2a.splits = {1, 2, 3, 4};
-  return {sum, bcast, a2a, make("gathered", OpType::kAllgather, {5}),
-          make("scalar", OpType::kAllreduce, {}), make("sync", OpType::kBarrier, {0})};
+  Request bucket = make("grad/bucket.0", OpType::kAllreduce, {262144});
+  bucket.in_shared_memory = true;
+  return {sum,
+          bcast,
+          a2a,
+          make("gathered", OpType::kAllgather, {5}),
+          make("scalar", OpType::kAllreduce, {}),
+          make("sync", OpType::kBarrier, {0}),
+          bucket,
+          make("memory", OpType::kAllocShared, {4096})};
 }
 
 std::string encode(const std::vector<Request>& requests) {
@@ -145,6 +153,18 @@ TEST(EngineRequestWire, RequestsNoEnqueueCouldMakeAreRefused) {
   bad_enum[4 + 4 + 1 + 1] = static_cast<char>(kNumDataTypes);
   EXPECT_NE(decode_error(bad_enum).find("'e' has an unknown op, data type or reduce op"),
             std::string::npos);
+
+  // The shared-memory flag: 0 or 1, and 1 only on an allreduce.
+  const size_t flag_at = 4 + 4 + 1 + 3;  // count, name length, "f", three enums
+  std::string flag = one(make("f", OpType::kAllreduce, {1}));
+  flag[flag_at] = 2;
+  EXPECT_NE(decode_error(flag).find("'f' has a shared-memory flag of 2"), std::string::npos);
+  std::string flagged_gather = one(make("f", OpType::kAllgather, {1}));
+  flagged_gather[flag_at] = 1;
+  EXPECT_NE(decode_error(flagged_gather).find("'f' has a shared-memory flag of 1"),
+            std::string::npos);
+  flag[flag_at] = 1;
+  EXPECT_TRUE(decode(flag).at(0).in_shared_memory);
 }
 
 // Random damage to a valid message: each result decodes or is an IoError, nothing else.
@@ -201,6 +221,21 @@ TEST(EngineResponse, OutputsSizedByPeersStayWithinTheTensorLimit) {
   for (int r = 0; r < kWorld; ++r) a2a[r]->splits = {0, 0, 0, 0};
   for (int r = 0; r < kWorld; ++r) a2a[r]->splits[r] = rows;  // each keeps its own rows
   EXPECT_EQ(make_response("a", a2a).error, "");
+}
+
+// A tensor runs as "in shared memory" only when it is on every rank that submitted it; a
+// rank whose buffer is elsewhere is no mismatch (the allreduce runs the usual way).
+TEST(EngineResponse, SharedMemoryIsAgreedOnlyWhenEveryRankHasIt) {
+  Request shared = make("b", OpType::kAllreduce, {1024});
+  shared.in_shared_memory = true;
+  std::vector<std::optional<Request>> all(kWorld, shared);
+  EXPECT_TRUE(make_response("b", all).agreed.in_shared_memory);
+  all[3].reset();  // joined: not asked
+  EXPECT_TRUE(make_response("b", all).agreed.in_shared_memory);
+  all[2]->in_shared_memory = false;
+  Response mixed = make_response("b", all);
+  EXPECT_EQ(mixed.error, "");
+  EXPECT_FALSE(mixed.agreed.in_shared_memory);
 }
 
 }  // namespace
