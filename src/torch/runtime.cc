@@ -6,6 +6,8 @@
 
 #include "chorus/error.h"
 #include "chorus/job.h"
+#include "util/log.h"
+#include "util/malloc_tuning.h"
 
 namespace chorus {
 namespace {
@@ -38,6 +40,7 @@ void init(const EngineOptions& options) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mu);
   CHORUS_CHECK_ARG(r.engine == nullptr, "chorus::init() called twice without shutdown()");
+  CHORUS_LOG(kDebug, "init") << tune_malloc_for_training().why;
   if (r.job) {
     r.job->reconnect();
   } else {

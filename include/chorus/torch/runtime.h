@@ -18,7 +18,10 @@
 namespace chorus {
 
 // Joins the job described by the environment (chorusrun, torchrun, mpirun, Slurm,
-// TF_CONFIG, or a single process when none is set) and starts the engine.
+// TF_CONFIG, or a single process when none is set) and starts the engine. The first call
+// also sets glibc's malloc up for training loops (large blocks kept on the heap instead of
+// mapped and unmapped every step; CHORUS_MALLOC_TUNING=0 or the user's own GLIBC_TUNABLES,
+// MALLOC_*_ variables or LD_PRELOAD leave it alone; docs/torch.md).
 // Throws InvalidArgument when already initialised, and what Job::from_env throws.
 // After shutdown(), init() again forms a new world over the same store connection (every
 // rank must do so the same number of times).
