@@ -1,6 +1,7 @@
 // DistributedOptimizer (include/chorus/torch/optimizer.h): a post-hook on each parameter's
-// gradient accumulator starts its allreduce; synchronize() fills in the parameters whose
-// hook did not fire and waits for everything.
+// gradient accumulator starts its allreduce (or, with gradient buckets, its bucket's once
+// the bucket is full); synchronize() fills in the parameters whose hook did not fire and
+// waits for everything.
 #include "chorus/torch/optimizer.h"
 
 #include <ATen/Functions.h>
@@ -14,6 +15,7 @@
 #include "chorus/error.h"
 #include "chorus/torch/runtime.h"
 #include "chorus/torch/tensor_ops.h"
+#include "torch/gradient_buckets.h"
 
 namespace chorus {
 
@@ -28,8 +30,20 @@ struct Slot {
   std::shared_ptr<::torch::autograd::Node> accumulator;
   uintptr_t hook_key = 0;
   int passes = 0;          // gradients accumulated since the last step()
-  bool submitted = false;  // reduction started this step
+  bool submitted = false;  // reduction started this step (its own or its bucket's)
   at::Tensor wire;         // the buffer being reduced (the grad, or its float16 copy)
+  Handle handle;
+  int bucket = -1;  // with gradient buckets: its bucket, and its grad's place in it
+  at::Tensor view;
+};
+
+// Parameters whose gradients lie together in shared memory and are reduced as one.
+struct Bucket {
+  std::vector<size_t> slots;
+  at::Tensor flat;  // the whole bucket as one tensor of its dtype
+  std::string name;
+  size_t ready = 0;  // slots whose gradient is in
+  bool submitted = false;
   Handle handle;
 };
 
@@ -40,12 +54,20 @@ struct DistributedOptimizer::State {
   DistributedOptimizerOptions options;
   Engine* engine = nullptr;
   std::vector<Slot> slots;
+  std::vector<Bucket> buckets;  // empty: every gradient reduced on its own
+  Handle bucket_memory;         // alloc_shared in flight, until the first gradient
+  detail::BucketLayout layout;
   bool synchronized = false;  // synchronize() done since the last step()
 
   void on_gradient(size_t i);
   void submit(Slot& slot);
   void wait_all();
   void wait_all_quietly() noexcept;
+
+  void request_buckets();
+  void make_buckets();
+  void adopt_gradient(Slot& slot);
+  void submit(Bucket& bucket);
 };
 
 namespace {
@@ -67,6 +89,14 @@ class GradientReadyHook : public ::torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
+// A tensor of `sizes` and `dtype` over memory[offset ...), keeping the memory alive.
+at::Tensor tensor_in(const SharedBuffer& memory, size_t offset, at::IntArrayRef sizes,
+                     c10::ScalarType dtype) {
+  char* data = static_cast<char*>(memory.data()) + offset;
+  return at::from_blob(
+      data, sizes, [memory](void*) {}, at::TensorOptions().dtype(dtype));
+}
+
 bool compressible(const at::Tensor& t) {
   return t.scalar_type() == c10::ScalarType::Float || t.scalar_type() == c10::ScalarType::Double;
 }
@@ -81,7 +111,83 @@ void DistributedOptimizer::State::on_gradient(size_t i) {
                    "DistributedOptimizer: gradient of '", slot.name, "' computed ", slot.passes,
                    " times before step() (backward_passes_per_step = ",
                    options.backward_passes_per_step, ")");
-  if (slot.passes == options.backward_passes_per_step) submit(slot);
+  if (slot.passes < options.backward_passes_per_step) return;
+  make_buckets();
+  if (slot.bucket < 0) return submit(slot);
+  adopt_gradient(slot);
+  slot.submitted = true;
+  Bucket& bucket = buckets[slot.bucket];
+  if (++bucket.ready == bucket.slots.size()) submit(bucket);
+}
+
+// REQUIRES: mu held (all the bucket functions).
+// Buckets when gradients are averaged or summed as they are (no float16 copies) over
+// ranks that may share memory; whether they do is known when the memory arrives.
+void DistributedOptimizer::State::request_buckets() {
+  if (options.bucket_bytes == 0 || options.fp16_compression || engine->size() < 2) return;
+  std::vector<detail::BucketParam> params;
+  for (const Slot& slot : slots) {
+    params.push_back({static_cast<size_t>(slot.param.numel()) * slot.param.element_size(),
+                      to_chorus_dtype(slot.param.scalar_type())});
+  }
+  layout = detail::plan_buckets(params, options.bucket_bytes);
+  if (layout.total_bytes == 0) return;
+  bucket_memory = engine->alloc_shared(options.name_prefix + "buckets", layout.total_bytes);
+}
+
+// Waits for the memory the first time a gradient needs it: where it is shared, each
+// parameter's grad becomes a tensor over its place in a bucket.
+void DistributedOptimizer::State::make_buckets() {
+  if (!bucket_memory.valid()) return;
+  Handle request = std::move(bucket_memory);
+  bucket_memory = Handle();
+  request.wait();
+  const SharedBuffer memory = request.shared_buffer();
+  if (!memory.shared()) return;  // ranks on several hosts: the memory goes, as it came
+  for (size_t b = 0; b < layout.buckets.size(); ++b) {
+    const detail::BucketLayout::Bucket& planned = layout.buckets[b];
+    Bucket bucket;
+    bucket.slots = planned.params;
+    bucket.flat = tensor_in(memory, planned.offset,
+                            {static_cast<int64_t>(planned.bytes / dtype_size(planned.dtype))},
+                            to_torch_dtype(planned.dtype));
+    bucket.name = options.name_prefix + "bucket/" + std::to_string(b);
+    buckets.push_back(std::move(bucket));
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& slot = slots[i];
+    slot.bucket = layout.bucket_of[i];
+    slot.view = tensor_in(memory, layout.offset_of[i], slot.param.sizes(),
+                          slot.param.scalar_type());
+  }
+}
+
+// Makes the parameter's grad its view: a gradient autograd put elsewhere (the first
+// backward, after zero_grad(set_to_none), under create_graph) is copied in; an undefined
+// one is zeros, so every rank reduces every bucket.
+void DistributedOptimizer::State::adopt_gradient(Slot& slot) {
+  at::NoGradGuard no_grad;
+  at::Tensor& grad = slot.param.mutable_grad();
+  if (grad.defined() && grad.data_ptr() == slot.view.data_ptr() &&
+      grad.strides() == slot.view.strides()) {
+    return;
+  }
+  if (grad.defined()) {
+    slot.view.copy_(grad);
+  } else {
+    slot.view.zero_();
+  }
+  grad = slot.view;
+}
+
+void DistributedOptimizer::State::submit(Bucket& bucket) {
+  const bool average = options.op == ReduceOp::kAverage;
+  const double f = options.gradient_predivide_factor;
+  bucket.handle = engine->allreduce(bucket.name, bucket.flat.data_ptr(), bucket.flat.data_ptr(),
+                                    to_chorus_dtype(bucket.flat.scalar_type()),
+                                    {bucket.flat.numel()}, options.op, average ? 1.0 / f : 1.0,
+                                    average ? f : 1.0);
+  bucket.submitted = true;
 }
 
 // REQUIRES: mu held.
@@ -103,6 +209,11 @@ void DistributedOptimizer::State::submit(Slot& slot) {
 
 void DistributedOptimizer::State::wait_all() {
   at::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets) {
+    Handle h = std::move(bucket.handle);
+    bucket.handle = Handle();
+    if (h.valid()) h.wait();
+  }
   for (Slot& slot : slots) {
     if (!slot.handle.valid()) continue;
     Handle h = std::move(slot.handle);
@@ -115,6 +226,16 @@ void DistributedOptimizer::State::wait_all() {
 }
 
 void DistributedOptimizer::State::wait_all_quietly() noexcept {
+  std::vector<Handle*> handles{&bucket_memory};
+  for (Bucket& bucket : buckets) handles.push_back(&bucket.handle);
+  for (Handle* h : handles) {
+    try {
+      if (h->valid()) h->wait();
+    } catch (...) {
+      // As below.
+    }
+    *h = Handle();
+  }
   for (Slot& slot : slots) {
     try {
       if (slot.handle.valid()) slot.handle.wait();
@@ -179,6 +300,7 @@ void DistributedOptimizer::install_hooks(
       state_->slots.push_back(std::move(slot));
     }
   }
+  state_->request_buckets();
   for (size_t i = 0; i < state_->slots.size(); ++i) {
     Slot& slot = state_->slots[i];
     slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
@@ -198,8 +320,17 @@ DistributedOptimizer::~DistributedOptimizer() {
 void DistributedOptimizer::synchronize() {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->synchronized) return;
+  state_->make_buckets();
   for (Slot& slot : state_->slots) {
-    if (!slot.submitted) state_->submit(slot);
+    if (slot.submitted) continue;
+    if (slot.bucket < 0) {
+      state_->submit(slot);
+    } else {
+      state_->adopt_gradient(slot);
+    }
+  }
+  for (Bucket& bucket : state_->buckets) {
+    if (!bucket.submitted) state_->submit(bucket);
   }
   state_->wait_all();
   state_->synchronized = true;
@@ -212,6 +343,10 @@ void DistributedOptimizer::step() {
   for (Slot& slot : state_->slots) {
     slot.passes = 0;
     slot.submitted = false;
+  }
+  for (Bucket& bucket : state_->buckets) {
+    bucket.ready = 0;
+    bucket.submitted = false;
   }
   state_->synchronized = false;
 }

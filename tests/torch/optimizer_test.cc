@@ -2,7 +2,14 @@
 // the concatenated batch; backward_passes_per_step; fp16 error bound; sum and predivide;
 // bit-identical replicas after steps; a parameter without gradient on one rank; parameter
 // and optimizer-state broadcast (SGD momentum, Adam).
+// The optimizer's tests run on both of its paths: over TCP (each gradient reduced on its
+// own, fused by the engine) and over shared memory (gradient buckets, param.grad() views
+// into memory the ranks share, each bucket reduced in shared memory), with one bucket and
+// with several.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "chorus/error.h"
 #include "chorus/torch.h"
@@ -12,27 +19,64 @@ namespace chorus::torch_testing {
 namespace {
 
 using engine::testing::error_of;
+using engine::testing::Transport;
 
-DistributedOptimizerOptions on(Engine& e) {
-  DistributedOptimizerOptions o;
-  o.engine = &e;
-  return o;
-}
+// Hidden units of the MLP: 256 makes 2051 parameters, 8 KiB of gradients, over the 4 KiB
+// from which the engine reduces in shared memory.
+constexpr int64_t kHidden = 256;
 
-// Gradients of one process on rows [0, rows) after backward of the mean loss.
-::torch::Tensor reference_grads(int64_t rows) {
-  auto m = make_mlp();
+struct Path {
+  const char* name;
+  Transport transport;
+  size_t bucket_bytes;
+};
+
+void PrintTo(const Path& p, std::ostream* os) { *os << p.name; }
+
+class DistributedOptimizerTest : public ::testing::TestWithParam<Path> {
+ protected:
+  DistributedOptimizerOptions on(Engine& e) const {
+    DistributedOptimizerOptions o;
+    o.engine = &e;
+    o.bucket_bytes = GetParam().bucket_bytes;
+    return o;
+  }
+  EngineGroup group(int n) const {
+    return EngineGroup(n, engine::testing::test_options(), GetParam().transport);
+  }
+  bool buckets() const { return GetParam().transport == Transport::kShm; }
+  // On the bucket path, reductions ran in shared memory.
+  void expect_shared_memory(Engine& e) const {
+    if (buckets()) {
+      EXPECT_GT(e.stats().shared_memory, 0u);
+    } else {
+      EXPECT_EQ(e.stats().shared_memory, 0u);
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, DistributedOptimizerTest,
+    ::testing::Values(Path{"tcp_each_gradient", Transport::kTcp, size_t{4} << 20},
+                      Path{"shm_one_bucket", Transport::kShm, size_t{4} << 20},
+                      Path{"shm_buckets_of_4k", Transport::kShm, 4096}),
+    [](const ::testing::TestParamInfo<Path>& info) { return std::string(info.param.name); });
+
+// Gradients of one process on rows [begin, end) after backward of the mean loss.
+::torch::Tensor local_grads(int64_t begin, int64_t end) {
+  auto m = make_mlp(kHidden);
   fill(*m, 0.25);
-  loss_of(m, 0, rows).backward();
+  loss_of(m, begin, end).backward();
   return flat_grads(*m);
 }
+::torch::Tensor reference_grads(int64_t rows) { return local_grads(0, rows); }
 
-TEST(DistributedOptimizer, GradientsEqualOneProcessOnConcatenatedBatch) {
+TEST_P(DistributedOptimizerTest, GradientsEqualOneProcessOnConcatenatedBatch) {
   const int n = 4, per_rank = 5;
   const ::torch::Tensor want = reference_grads(n * per_rank);
-  EngineGroup g(n);
+  EngineGroup g = group(n);
   g.run([&](int r, Engine& e) {
-    auto m = make_mlp();
+    auto m = make_mlp(kHidden);
     fill(*m, 0.25);
     ::torch::optim::SGD sgd(m->parameters(), 0.1);
     DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
@@ -40,27 +84,29 @@ TEST(DistributedOptimizer, GradientsEqualOneProcessOnConcatenatedBatch) {
     opt.synchronize();
     auto got = flat_grads(*m);
     EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << (got - want).abs().max().item<float>();
+    expect_shared_memory(e);
   });
 }
 
-TEST(DistributedOptimizer, BackwardPassesPerStepAccumulatesLocally) {
+TEST_P(DistributedOptimizerTest, BackwardPassesPerStepAccumulatesLocally) {
   // Reference: the sum over two micro-batches of the gradient of each one's global mean.
-  auto ref = make_mlp();
+  auto ref = make_mlp(kHidden);
   fill(*ref, 0.25);
   loss_of(ref, 0, 8).backward();
   loss_of(ref, 8, 16).backward();
   const ::torch::Tensor want = flat_grads(*ref);
-  EngineGroup g(2);
+  EngineGroup g = group(2);
   g.run([&](int r, Engine& e) {
-    auto m = make_mlp();
+    auto m = make_mlp(kHidden);
     fill(*m, 0.25);
     ::torch::optim::SGD sgd(m->parameters(), 0.1);
     auto o = on(e);
     o.backward_passes_per_step = 2;
     DistributedOptimizer opt(sgd, m->named_parameters(), o);
-    const uint64_t before = e.stats().collectives;
     loss_of(m, r * 4, r * 4 + 4).backward();
-    EXPECT_EQ(e.stats().collectives, before) << "reduced after the first of two passes";
+    // Not reduced after the first of two passes: the gradient stays this rank's own.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_TRUE(flat_grads(*m).equal(local_grads(r * 4, r * 4 + 4)));
     loss_of(m, 8 + r * 4, 8 + r * 4 + 4).backward();
     opt.synchronize();
     EXPECT_TRUE(flat_grads(*m).allclose(want, 1e-5, 1e-6));
@@ -74,25 +120,17 @@ TEST(DistributedOptimizer, BackwardPassesPerStepAccumulatesLocally) {
   });
 }
 
-// Gradients of one process on rows [begin, end).
-::torch::Tensor reference_grads(int64_t begin, int64_t end) {
-  auto m = make_mlp();
-  fill(*m, 0.25);
-  loss_of(m, begin, end).backward();
-  return flat_grads(*m);
-}
-
-TEST(DistributedOptimizer, Fp16CompressionWithinHalfPrecision) {
-  const ::torch::Tensor g0 = reference_grads(0, 4), g1 = reference_grads(4, 8);
+TEST_P(DistributedOptimizerTest, Fp16CompressionWithinHalfPrecision) {
+  const ::torch::Tensor g0 = local_grads(0, 4), g1 = local_grads(4, 8);
   const ::torch::Tensor want = (g0 + g1) / 2;
   // Each rank's gradient is rounded to float16 (relative error 2^-11), the float32 sum of
   // the two is rounded to float16 again: |error| <= (|g0| + |g1|) / 2 * 2^-11 +
   // |mean| * 2^-11, plus float16's absolute step near zero (2^-24) and float32 noise.
   const ::torch::Tensor bound =
       ((g0.abs() + g1.abs()) / 2 + want.abs()).mul(1.01 / 2048).add(1e-7);
-  EngineGroup g(2);
+  EngineGroup g = group(2);
   g.run([&](int r, Engine& e) {
-    auto m = make_mlp();
+    auto m = make_mlp(kHidden);
     fill(*m, 0.25);
     ::torch::optim::SGD sgd(m->parameters(), 0.1);
     auto o = on(e);
@@ -110,12 +148,12 @@ TEST(DistributedOptimizer, Fp16CompressionWithinHalfPrecision) {
   });
 }
 
-TEST(DistributedOptimizer, SumAndPredivideFactor) {
+TEST_P(DistributedOptimizerTest, SumAndPredivideFactor) {
   const ::torch::Tensor mean = reference_grads(8);
-  EngineGroup g(2);
+  EngineGroup g = group(2);
   g.run([&](int r, Engine& e) {
     for (int variant = 0; variant < 2; ++variant) {
-      auto m = make_mlp();
+      auto m = make_mlp(kHidden);
       fill(*m, 0.25);
       ::torch::optim::SGD sgd(m->parameters(), 0.1);
       auto o = on(e);
@@ -131,10 +169,10 @@ TEST(DistributedOptimizer, SumAndPredivideFactor) {
   });
 }
 
-TEST(DistributedOptimizer, ReplicasBitIdenticalAfterEveryStep) {
-  EngineGroup g(3);
+TEST_P(DistributedOptimizerTest, ReplicasBitIdenticalAfterEveryStep) {
+  EngineGroup g = group(3);
   g.run([&](int r, Engine& e) {
-    auto m = make_mlp();
+    auto m = make_mlp(kHidden);
     fill(*m, 0.25);
     ::torch::optim::SGD sgd(m->parameters(), ::torch::optim::SGDOptions(0.3).momentum(0.9));
     DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
@@ -144,6 +182,11 @@ TEST(DistributedOptimizer, ReplicasBitIdenticalAfterEveryStep) {
       opt.zero_grad();
       loss_of(m, (step * 3 + r) * 3, (step * 3 + r) * 3 + 3).backward();
       opt.step();
+      if (buckets()) {  // the gradients stay where the ranks share them
+        for (const auto& p : m->parameters()) {
+          ASSERT_TRUE(g.comm(r).in_shared_memory(p.grad().data_ptr(), p.grad().nbytes()));
+        }
+      }
       auto mine = flat_params(*m);
       auto all = allgather(mine.unsqueeze(0), "check/" + std::to_string(step), o);
       for (int k = 0; k < 3; ++k) {
@@ -157,14 +200,14 @@ TEST(DistributedOptimizer, ReplicasBitIdenticalAfterEveryStep) {
 // Two heads; rank 1 never uses head "b": its gradient is missing there.
 struct TwoHeads : ::torch::nn::Module {
   TwoHeads() {
-    a = register_module("a", ::torch::nn::Linear(4, 3));
-    b = register_module("b", ::torch::nn::Linear(4, 3));
+    a = register_module("a", ::torch::nn::Linear(4, 300));
+    b = register_module("b", ::torch::nn::Linear(4, 300));
   }
   ::torch::nn::Linear a{nullptr}, b{nullptr};
 };
 
-TEST(DistributedOptimizer, ParameterWithoutGradientOnOneRankDoesNotHang) {
-  EngineGroup g(2);
+TEST_P(DistributedOptimizerTest, ParameterWithoutGradientOnOneRankDoesNotHang) {
+  EngineGroup g = group(2);
   g.run([&](int r, Engine& e) {
     auto m = std::make_shared<TwoHeads>();
     fill(*m, 0.5);
@@ -176,13 +219,44 @@ TEST(DistributedOptimizer, ParameterWithoutGradientOnOneRankDoesNotHang) {
     out.sum().backward();
     opt.step();  // would hang if rank 1 never submitted grad/b.weight
     // Rank 1 contributed zeros: b's gradient is half of rank 0's.
-    auto want = ::torch::ones({4, 3}).t().matmul(x).div(2);
+    auto want = ::torch::ones({4, 300}).t().matmul(x).div(2);
     EXPECT_TRUE(m->b->weight.grad().allclose(want, 1e-5, 1e-6));
     auto flat = flat_params(*m);
     CollectiveOptions o;
     o.engine = &e;
     auto all = allgather(flat.unsqueeze(0), "check", o);
     EXPECT_TRUE(all[0].equal(all[1]));
+    expect_shared_memory(e);
+  });
+}
+
+// Gradients that autograd puts somewhere new — after they were set to none, or replaced
+// by the caller — are reduced all the same (on the bucket path: copied into the bucket).
+TEST_P(DistributedOptimizerTest, GradientsSetToNoneOrReplacedAreReducedAllTheSame) {
+  const ::torch::Tensor want = reference_grads(8);
+  EngineGroup g = group(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp(kHidden);
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), 0.0);  // lr 0: the same weights every step
+    DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
+    for (int step = 0; step < 3; ++step) {
+      auto params = m->parameters();
+      if (step == 1) {
+        for (auto& p : params) p.mutable_grad() = ::torch::Tensor();
+      } else if (step == 2) {
+        params[0].mutable_grad() = ::torch::zeros_like(params[0]);
+        for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad().zero_();
+      } else {
+        opt.zero_grad();
+      }
+      loss_of(m, r * 4, r * 4 + 4).backward();
+      opt.step();
+      auto got = flat_grads(*m);
+      EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6))
+          << "step " << step << ": " << (got - want).abs().max().item<float>();
+    }
+    expect_shared_memory(e);
   });
 }
 

@@ -13,10 +13,10 @@ namespace chorus::torch_testing {
 
 using engine::testing::EngineGroup;
 
-// A small MLP: 4 -> 8 -> 3.
-inline ::torch::nn::Sequential make_mlp() {
-  return ::torch::nn::Sequential(::torch::nn::Linear(4, 8), ::torch::nn::ReLU(),
-                                 ::torch::nn::Linear(8, 3));
+// A small MLP: 4 -> hidden -> 3.
+inline ::torch::nn::Sequential make_mlp(int64_t hidden = 8) {
+  return ::torch::nn::Sequential(::torch::nn::Linear(4, hidden), ::torch::nn::ReLU(),
+                                 ::torch::nn::Linear(hidden, 3));
 }
 
 // Parameters set from `seed` alone: replicas with the same seed are identical.

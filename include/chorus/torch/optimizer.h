@@ -53,7 +53,15 @@ struct DistributedOptimizerOptions {
   // Averaging: gradients are divided by this before the sum and multiplied back after
   // (then divided by the number of ranks): guards float16 sums against overflow.
   double gradient_predivide_factor = 1.0;
-  // Names are prefix + parameter name.
+  // Gradient buckets: when the ranks share a host (Engine::alloc_shared gives memory they
+  // all map), gradients live in buckets of at most this many bytes of shared memory —
+  // param.grad() a tensor over its place in a bucket, as DDP's gradient_as_bucket_view —
+  // and each full bucket is one allreduce that runs in shared memory. Not with
+  // fp16_compression; 0 turns buckets off. Elsewhere each gradient is reduced on its own
+  // and the engine fuses them.
+  size_t bucket_bytes = size_t{4} << 20;
+  // Names are prefix + parameter name (buckets: prefix + "bucket/<i>", their memory
+  // prefix + "buckets").
   std::string name_prefix = "grad/";
   Engine* engine = nullptr;  // nullptr: the engine chorus::init() started
 };
