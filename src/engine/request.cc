@@ -1,9 +1,9 @@
 #include "engine/request.h"
 
-#include <cstring>
 #include <sstream>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 
 namespace chorus::engine {
 namespace {
@@ -14,59 +14,30 @@ constexpr uint32_t kMaxNameBytes = 4096;
 // memory flag, root, two scale factors, two dimension counts.
 constexpr size_t kMinRequestBytes = 4 + 3 + 1 + 4 + 8 + 8 + 4 + 4;
 
-template <typename T>
-void put(std::string& out, T value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
 void put_dims(std::string& out, const std::vector<int64_t>& dims) {
-  put<uint32_t>(out, static_cast<uint32_t>(dims.size()));
-  for (int64_t d : dims) put<int64_t>(out, d);
+  byte_order::put_u32(out, static_cast<uint32_t>(dims.size()));
+  for (int64_t d : dims) byte_order::put_i64(out, d);
 }
 
 // A bounds-checked reader over the message of rank `from`: every count is checked against
 // the bytes left before anything is allocated for it.
-class Reader {
+class Reader : public byte_order::ByteReader {
  public:
-  Reader(const uint8_t* data, size_t size, int from) : p_(data), end_(data + size), from_(from) {}
-  size_t left() const { return static_cast<size_t>(end_ - p_); }
+  Reader(const uint8_t* data, size_t size, int from)
+      : ByteReader(std::string_view(reinterpret_cast<const char*>(data), size),
+                   "malformed engine message from rank " + std::to_string(from)) {}
 
-  template <typename... Args>
-  [[noreturn]] void fail(const Args&... args) const {
-    CHORUS_THROW(IoError, "malformed engine message from rank ", from_, ": ", args...);
-  }
-
-  template <typename T>
-  T get() {
-    need(sizeof(T));
-    T value;
-    std::memcpy(&value, p_, sizeof(T));
-    p_ += sizeof(T);
-    return value;
-  }
-  std::string get_string(uint32_t n) {
-    need(n);
-    std::string s(reinterpret_cast<const char*>(p_), n);
-    p_ += n;
-    return s;
-  }
   // A list of int64: `what` names its entries in errors ("dimensions", "splits").
   std::vector<int64_t> get_list(uint32_t limit, const char* what) {
-    auto n = get<uint32_t>();
+    auto n = u32();
     if (n > limit) fail(n, " ", what, " (at most ", limit, ")");
-    need(size_t{n} * sizeof(int64_t));
+    if (left() < size_t{n} * sizeof(int64_t)) {
+      fail("truncated (", size_t{n} * sizeof(int64_t), " bytes wanted, ", left(), " left)");
+    }
     std::vector<int64_t> dims(n);
-    for (auto& d : dims) d = get<int64_t>();
+    for (auto& d : dims) d = i64();
     return dims;
   }
-
- private:
-  void need(size_t n) const {
-    if (left() < n) fail("truncated (", n, " bytes wanted, ", left(), " left)");
-  }
-  const uint8_t* p_;
-  const uint8_t* end_;
-  int from_;
 };
 
 bool needs_first_dim(OpType op) {
@@ -104,10 +75,10 @@ void check_request(const Reader& in, const Request& r, int world) {
 
 Request decode_one(Reader& in, int world) {
   Request r;
-  auto name_len = in.get<uint32_t>();
+  auto name_len = in.u32();
   if (name_len == 0 || name_len > kMaxNameBytes) in.fail("a name of ", name_len, " bytes");
-  r.name = in.get_string(name_len);
-  const auto op = in.get<uint8_t>(), dtype = in.get<uint8_t>(), reduce = in.get<uint8_t>();
+  r.name = std::string(in.bytes(name_len));
+  const auto op = in.u8(), dtype = in.u8(), reduce = in.u8();
   if (op > static_cast<int>(OpType::kAllocShared) || dtype >= kNumDataTypes ||
       reduce >= kNumReduceOps) {
     in.fail("'", r.name, "' has an unknown op, data type or reduce op");
@@ -115,14 +86,14 @@ Request decode_one(Reader& in, int world) {
   r.op = static_cast<OpType>(op);
   r.dtype = static_cast<DataType>(dtype);
   r.reduce = static_cast<ReduceOp>(reduce);
-  const auto shared = in.get<uint8_t>();
+  const auto shared = in.u8();
   if (shared > 1 || (shared == 1 && r.op != OpType::kAllreduce)) {
     in.fail("'", r.name, "' has a shared-memory flag of ", int{shared});
   }
   r.in_shared_memory = shared == 1;
-  r.root = in.get<int32_t>();
-  r.prescale = in.get<double>();
-  r.postscale = in.get<double>();
+  r.root = in.i32();
+  r.prescale = in.f64();
+  r.postscale = in.f64();
   r.shape = in.get_list(kMaxDims, "dimensions");
   r.splits = in.get_list(static_cast<uint32_t>(world), "splits");
   check_request(in, r, world);
@@ -168,17 +139,18 @@ std::string shape_text(const std::vector<int64_t>& dims) {
 }
 
 void encode_requests(const std::vector<const Request*>& requests, std::string& out) {
-  put<uint32_t>(out, static_cast<uint32_t>(requests.size()));
+  using namespace byte_order;
+  put_u32(out, static_cast<uint32_t>(requests.size()));
   for (const Request* r : requests) {
-    put<uint32_t>(out, static_cast<uint32_t>(r->name.size()));
+    put_u32(out, static_cast<uint32_t>(r->name.size()));
     out.append(r->name);
-    put<uint8_t>(out, static_cast<uint8_t>(r->op));
-    put<uint8_t>(out, static_cast<uint8_t>(r->dtype));
-    put<uint8_t>(out, static_cast<uint8_t>(r->reduce));
-    put<uint8_t>(out, r->in_shared_memory ? 1 : 0);
-    put<int32_t>(out, r->root);
-    put<double>(out, r->prescale);
-    put<double>(out, r->postscale);
+    put_u8(out, static_cast<uint8_t>(r->op));
+    put_u8(out, static_cast<uint8_t>(r->dtype));
+    put_u8(out, static_cast<uint8_t>(r->reduce));
+    put_u8(out, r->in_shared_memory ? 1 : 0);
+    put_i32(out, r->root);
+    put_f64(out, r->prescale);
+    put_f64(out, r->postscale);
     put_dims(out, r->shape);
     put_dims(out, r->splits);
   }
@@ -198,14 +170,14 @@ size_t checked_message_total(const std::vector<int64_t>& sizes) {
 
 std::vector<Request> decode_requests(const uint8_t* data, size_t size, int from, int world) {
   Reader in(data, size, from);
-  auto count = in.get<uint32_t>();
+  auto count = in.u32();
   if (count > in.left() / kMinRequestBytes) {
     in.fail(count, " requests in ", in.left(), " bytes");
   }
   std::vector<Request> out;
   out.reserve(count);
   for (uint32_t i = 0; i < count; ++i) out.push_back(decode_one(in, world));
-  if (in.left() != 0) in.fail(in.left(), " trailing bytes");
+  in.finish();
   return out;
 }
 

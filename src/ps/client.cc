@@ -201,7 +201,7 @@ void PsClient::push(const std::vector<const float*>& grads, int64_t version, dou
   impl_->each([&](PsConnection& conn) {
     PayloadWriter meta;
     meta.i64(version);
-    put_f64(meta, learning_rate);
+    meta.f64(learning_rate);
     conn.send(wire::Type::kPush, meta.take(), shard_pieces(conn.part, grads));
     conn.receive_meta();
   });

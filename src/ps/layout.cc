@@ -1,7 +1,6 @@
 #include "layout.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "chorus/error.h"
@@ -172,24 +171,11 @@ PartLayout get_part(PayloadReader& in) {
   return part;
 }
 
-void put_f64(PayloadWriter& out, double v) {
-  int64_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  out.i64(bits);
-}
-
-double get_f64(PayloadReader& in) {
-  int64_t bits = in.i64();
-  double v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-
 void put_config(PayloadWriter& out, const PsConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   out.u8(static_cast<uint8_t>(c.mode)).u32(static_cast<uint32_t>(c.num_workers));
   out.u8(static_cast<uint8_t>(o.kind)).u8(o.nesterov ? 1 : 0);
-  for (double v : {o.learning_rate, o.momentum, o.weight_decay, o.beta1, o.beta2, o.eps}) put_f64(out, v);
+  for (double v : {o.learning_rate, o.momentum, o.weight_decay, o.beta1, o.beta2, o.eps}) out.f64(v);
 }
 
 PsConfig get_config(PayloadReader& in) {
@@ -200,7 +186,7 @@ PsConfig get_config(PayloadReader& in) {
   o.kind = static_cast<OptimizerConfig::Kind>(in.u8());
   o.nesterov = in.u8() != 0;
   for (double* v : {&o.learning_rate, &o.momentum, &o.weight_decay, &o.beta1, &o.beta2, &o.eps}) {
-    *v = get_f64(in);
+    *v = in.f64();
   }
   check_config(c);
   return c;

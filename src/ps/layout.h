@@ -58,7 +58,5 @@ void put_part(rendezvous::PayloadWriter& out, const PartLayout& part);
 PartLayout get_part(rendezvous::PayloadReader& in);
 void put_config(rendezvous::PayloadWriter& out, const PsConfig& config);
 PsConfig get_config(rendezvous::PayloadReader& in);
-void put_f64(rendezvous::PayloadWriter& out, double v);
-double get_f64(rendezvous::PayloadReader& in);
 
 }  // namespace chorus::ps

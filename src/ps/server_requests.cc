@@ -144,7 +144,7 @@ Reply Handler::pull(PayloadReader& in) {
 
 Reply Handler::push(PayloadReader& in) {
   int64_t tag = in.i64();
-  double lr = get_f64(in);
+  double lr = in.f64();
   in.finish();
   int64_t generation = 0;
   auto n = static_cast<size_t>(ctx_.state.elements(generation));

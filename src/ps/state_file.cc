@@ -2,6 +2,7 @@
 
 #include "chorus/error.h"
 #include "optimizer_kernels.h"
+#include "util/byte_order.h"
 
 namespace chorus::ps {
 namespace {
@@ -10,11 +11,8 @@ constexpr uint32_t kStateMagic = 0x46535043;  // bytes "CPSF" read as little-end
 constexpr uint32_t kStateFormat = 1;
 constexpr size_t kPrefixBytes = 12;
 
-uint32_t read_u32(const std::string& s, size_t at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
-  return v;
-}
+// A u32 of the fixed prefix (whose size decode_state checks first).
+uint32_t read_u32(const std::string& s, size_t at) { return byte_order::load_u32(&s[at]); }
 
 StateHeader parse_header(const std::string& bytes) {
   rendezvous::PayloadReader in(bytes);

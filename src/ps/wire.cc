@@ -10,20 +10,11 @@
 #include <cstring>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 #include "util/net.h"
 
 namespace chorus::ps::wire {
 namespace {
-
-void put_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-
-uint64_t get_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 // Drops the first `n` bytes of the iovec list in place; returns the new first index.
 size_t advance(std::vector<iovec>& iov, size_t first, size_t n) {
@@ -73,11 +64,11 @@ void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& 
   CHORUS_CHECK_ARG(meta.size() <= kMaxMetaBytes, what, ": ", meta.size(),
                    " bytes of message fields is over the limit of ", kMaxMetaBytes);
   unsigned char header[kHeaderBytes];
-  put_le(header, kMagic, 4);
-  put_le(header + 4, kVersion, 2);
-  put_le(header + 6, static_cast<uint16_t>(type), 2);
-  put_le(header + 8, meta.size(), 4);
-  put_le(header + 12, bulk_bytes, 8);
+  byte_order::store_u32(header, kMagic);
+  byte_order::store_u16(header + 4, kVersion);
+  byte_order::store_u16(header + 6, static_cast<uint16_t>(type));
+  byte_order::store_u32(header + 8, static_cast<uint32_t>(meta.size()));
+  byte_order::store_u64(header + 12, bulk_bytes);
   std::vector<iovec> iov;
   iov.reserve(bulk.size() + 2);
   iov.push_back({header, kHeaderBytes});
@@ -91,8 +82,8 @@ bool receive(int fd, Deadline deadline, const char* what, Header& header, std::s
   size_t got = net::recv_some(fd, raw, sizeof(raw), deadline, what);
   if (got == 0) return false;
   if (got < sizeof(raw)) recv_bulk(fd, {{raw + got, sizeof(raw) - got}}, deadline, what);
-  uint32_t magic = static_cast<uint32_t>(get_le(raw, 4));
-  uint16_t version = static_cast<uint16_t>(get_le(raw + 4, 2));
+  uint32_t magic = byte_order::load_u32(raw);
+  uint16_t version = byte_order::load_u16(raw + 4);
   if (magic != kMagic) {
     CHORUS_THROW(IoError, what, ": bad message magic 0x", std::hex, magic,
                  " (not a chorus ps peer, or the stream is corrupt)");
@@ -101,9 +92,9 @@ bool receive(int fd, Deadline deadline, const char* what, Header& header, std::s
     CHORUS_THROW(IoError, what, ": unsupported ps protocol version ", version, " (this build speaks ",
                  kVersion, ")");
   }
-  header.type = static_cast<Type>(get_le(raw + 6, 2));
-  header.meta_bytes = static_cast<uint32_t>(get_le(raw + 8, 4));
-  header.bulk_bytes = get_le(raw + 12, 8);
+  header.type = static_cast<Type>(byte_order::load_u16(raw + 6));
+  header.meta_bytes = byte_order::load_u32(raw + 8);
+  header.bulk_bytes = byte_order::load_u64(raw + 12);
   if (header.meta_bytes > kMaxMetaBytes) {
     CHORUS_THROW(IoError, what, ": ", header.meta_bytes, " bytes of message fields is over the "
                  "limit of ", kMaxMetaBytes);

@@ -15,6 +15,7 @@
 
 #include "chorus/error.h"
 #include "rendezvous/crypto.h"
+#include "util/byte_order.h"
 #include "util/net.h"
 
 namespace chorus::rendezvous {
@@ -33,24 +34,11 @@ struct Message {
   std::string body;
 };
 
-void put_u16(char* p, uint16_t v) {
-  p[0] = static_cast<char>(v & 0xff);
-  p[1] = static_cast<char>(v >> 8);
-}
-
-void put_u32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-uint32_t get_u32(const unsigned char* p) {
-  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-
 std::string encode(Kind kind, const std::string& body) {
   std::string out(kHeaderBytes + kBodyBytes, '\0');
-  put_u32(&out[0], kAuthMagic);
-  put_u16(&out[4], kAuthVersion);
-  put_u16(&out[6], static_cast<uint16_t>(kind));
+  byte_order::store_u32(&out[0], kAuthMagic);
+  byte_order::store_u16(&out[4], kAuthVersion);
+  byte_order::store_u16(&out[6], static_cast<uint16_t>(kind));
   std::memcpy(&out[kHeaderBytes], body.data(), std::min(body.size(), kBodyBytes));
   return out;
 }
@@ -66,16 +54,16 @@ Message recv_message(int fd, Kind expected, Deadline deadline) {
   unsigned char header[kHeaderBytes];
   net::recv_all(fd, header, sizeof(header), deadline, "authentication handshake");
   const std::string peer = net::peer_name(fd);
-  if (get_u32(header) != kAuthMagic) {
+  if (byte_order::load_u32(header) != kAuthMagic) {
     CHORUS_THROW(AuthError, "authentication failed: ", peer,
                  " did not send a chorus handshake (bad magic)");
   }
-  uint16_t version = static_cast<uint16_t>(header[4] | (header[5] << 8));
+  uint16_t version = byte_order::load_u16(header + 4);
   if (version != kAuthVersion) {
     CHORUS_THROW(AuthError, "authentication failed: ", peer, " speaks handshake version ", version,
                  ", this build speaks ", kAuthVersion);
   }
-  auto kind = static_cast<Kind>(header[6] | (header[7] << 8));
+  auto kind = static_cast<Kind>(byte_order::load_u16(header + 6));
   Message msg{kind, std::string(kBodyBytes, '\0')};
   net::recv_all(fd, msg.body.data(), kBodyBytes, deadline, "authentication handshake");
   if (kind != expected && kind != Kind::kReject) {
@@ -91,9 +79,7 @@ std::string proof(const Secret& secret, const char* role, const std::string& pur
   data.push_back('\0');
   data += role;
   data.push_back('\0');
-  char len[4];
-  put_u32(len, static_cast<uint32_t>(purpose.size()));
-  data.append(len, 4);
+  byte_order::put_u32(data, static_cast<uint32_t>(purpose.size()));
   data += purpose;
   data += nonce_c;
   data += nonce_s;

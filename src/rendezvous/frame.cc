@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 #include "util/net.h"
 
 namespace chorus::rendezvous {
@@ -17,31 +18,21 @@ namespace {
 // strs() reserves at most this many entries up front; longer lists grow as they parse.
 constexpr uint32_t kListReserve = 1024;
 
-void put_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xff);
-}
-
-uint64_t get_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 }  // namespace
 
 void encode_header(const FrameHeader& header, unsigned char out[kFrameHeaderBytes]) {
-  put_le(out, header.magic, 4);
-  put_le(out + 4, header.version, 2);
-  put_le(out + 6, header.type, 2);
-  put_le(out + 8, header.length, 4);
+  byte_order::store_u32(out, header.magic);
+  byte_order::store_u16(out + 4, header.version);
+  byte_order::store_u16(out + 6, header.type);
+  byte_order::store_u32(out + 8, header.length);
 }
 
 FrameHeader decode_header(const unsigned char in[kFrameHeaderBytes], uint32_t max_length) {
   FrameHeader h;
-  h.magic = static_cast<uint32_t>(get_le(in, 4));
-  h.version = static_cast<uint16_t>(get_le(in + 4, 2));
-  h.type = static_cast<uint16_t>(get_le(in + 6, 2));
-  h.length = static_cast<uint32_t>(get_le(in + 8, 4));
+  h.magic = byte_order::load_u32(in);
+  h.version = byte_order::load_u16(in + 4);
+  h.type = byte_order::load_u16(in + 6);
+  h.length = byte_order::load_u32(in + 8);
   if (h.magic != kFrameMagic) {
     CHORUS_THROW(IoError, "bad frame magic 0x", std::hex, h.magic,
                  " (not a chorus peer, or the stream is corrupt)");
@@ -84,21 +75,22 @@ bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what
 }
 
 PayloadWriter& PayloadWriter::u8(uint8_t v) {
-  out_.push_back(static_cast<char>(v));
+  byte_order::put_u8(out_, v);
   return *this;
 }
 
 PayloadWriter& PayloadWriter::u32(uint32_t v) {
-  unsigned char b[4];
-  put_le(b, v, 4);
-  out_.append(reinterpret_cast<char*>(b), 4);
+  byte_order::put_u32(out_, v);
   return *this;
 }
 
 PayloadWriter& PayloadWriter::i64(int64_t v) {
-  unsigned char b[8];
-  put_le(b, static_cast<uint64_t>(v), 8);
-  out_.append(reinterpret_cast<char*>(b), 8);
+  byte_order::put_i64(out_, v);
+  return *this;
+}
+
+PayloadWriter& PayloadWriter::f64(double v) {
+  byte_order::put_f64(out_, v);
   return *this;
 }
 
@@ -114,30 +106,14 @@ PayloadWriter& PayloadWriter::strs(const std::vector<std::string>& list) {
   return *this;
 }
 
-const char* PayloadReader::take(size_t n) {
-  if (n > data_.size() - pos_) {
-    CHORUS_THROW(IoError, "malformed payload: wants ", n, " bytes at offset ", pos_, " of ",
-                 data_.size());
-  }
-  const char* p = data_.data() + pos_;
-  pos_ += n;
-  return p;
-}
-
-uint8_t PayloadReader::u8() { return static_cast<uint8_t>(*take(1)); }
-
-uint32_t PayloadReader::u32() {
-  return static_cast<uint32_t>(get_le(reinterpret_cast<const unsigned char*>(take(4)), 4));
-}
-
-int64_t PayloadReader::i64() {
-  return static_cast<int64_t>(get_le(reinterpret_cast<const unsigned char*>(take(8)), 8));
-}
+uint8_t PayloadReader::u8() { return in_.u8(); }
+uint32_t PayloadReader::u32() { return in_.u32(); }
+int64_t PayloadReader::i64() { return in_.i64(); }
+double PayloadReader::f64() { return in_.f64(); }
 
 std::string PayloadReader::str() {
   uint32_t n = u32();
-  const char* p = take(n);  // bounds-checked before the copy
-  return std::string(p, n);
+  return std::string(in_.bytes(n));  // bounds-checked before the copy
 }
 
 std::vector<std::string> PayloadReader::strs() {
@@ -147,8 +123,8 @@ std::vector<std::string> PayloadReader::strs() {
                  kMaxListStrings);
   }
   // Each entry needs at least its 4-byte length: refuse counts the payload cannot hold.
-  if (count > (data_.size() - pos_) / 4) {
-    CHORUS_THROW(IoError, "malformed payload: list of ", count, " strings in ", data_.size() - pos_,
+  if (count > in_.left() / 4) {
+    CHORUS_THROW(IoError, "malformed payload: list of ", count, " strings in ", in_.left(),
                  " bytes");
   }
   // An empty string costs 4 bytes on the wire but 32 here: reserve only a little up front.
@@ -158,10 +134,6 @@ std::vector<std::string> PayloadReader::strs() {
   return out;
 }
 
-void PayloadReader::finish() const {
-  if (pos_ != data_.size()) {
-    CHORUS_THROW(IoError, "malformed payload: ", data_.size() - pos_, " trailing bytes");
-  }
-}
+void PayloadReader::finish() const { in_.finish(); }
 
 }  // namespace chorus::rendezvous

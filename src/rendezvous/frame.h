@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "util/byte_order.h"
 #include "util/deadline.h"
 
 namespace chorus::rendezvous {
@@ -48,12 +49,13 @@ void write_frame(int fd, uint16_t type, const std::string& payload, Deadline dea
 // frame and then trickles holds little memory.
 bool read_frame(int fd, uint32_t max_length, Deadline deadline, const char* what, Frame& out);
 
-// Builds a payload: integers little-endian, strings as uint32 length + bytes.
+// Builds a payload: integers little-endian (util/byte_order.h), strings as uint32 length + bytes.
 class PayloadWriter {
  public:
   PayloadWriter& u8(uint8_t v);
   PayloadWriter& u32(uint32_t v);
   PayloadWriter& i64(int64_t v);
+  PayloadWriter& f64(double v);  // the IEEE bits, as i64 would send them
   PayloadWriter& str(const std::string& s);
   PayloadWriter& strs(const std::vector<std::string>& list);
   std::string take() { return std::move(out_); }
@@ -67,19 +69,18 @@ class PayloadWriter {
 // huge allocation.
 class PayloadReader {
  public:
-  explicit PayloadReader(const std::string& payload) : data_(payload) {}
+  explicit PayloadReader(const std::string& payload) : in_(payload, "malformed payload") {}
   uint8_t u8();
   uint32_t u32();
   int64_t i64();
+  double f64();
   std::string str();
   std::vector<std::string> strs();
   // Throws IoError unless every byte was consumed.
   void finish() const;
 
  private:
-  const char* take(size_t n);
-  const std::string& data_;
-  size_t pos_ = 0;
+  byte_order::ByteReader in_;
 };
 
 }  // namespace chorus::rendezvous

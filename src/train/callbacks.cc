@@ -14,38 +14,25 @@
 #include "chorus/train/checkpoint.h"
 #include "chorus/train/strategy.h"
 #include "chorus/train/tfevents.h"
+#include "util/byte_order.h"
 
 namespace chorus {
 namespace {
 
 // ---- one blob for the chief's checkpoint files (broadcast to every worker) --------------
 
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-
-uint64_t get_u64(const std::string& in, size_t& pos) {
-  CHORUS_CHECK_ARG(pos + 8 <= in.size(), "checkpoint blob: truncated");
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[pos + i])) << (8 * i);
-  pos += 8;
-  return v;
-}
-
-std::string get_bytes(const std::string& in, size_t& pos) {
-  uint64_t n = get_u64(in, pos);
-  CHORUS_CHECK_ARG(n <= in.size() - pos, "checkpoint blob: truncated");
-  std::string s = in.substr(pos, n);
-  pos += n;
-  return s;
+std::string get_bytes(byte_order::ByteReader& in) {
+  uint64_t n = in.u64();
+  if (n > in.left()) in.fail("truncated (", n, " bytes announced, ", in.left(), " left)");
+  return std::string(in.bytes(n));
 }
 
 std::string pack(const std::map<std::string, std::string>& files) {
   std::string out;
   for (const auto& [name, bytes] : files) {
-    put_u64(out, name.size());
+    byte_order::put_u64(out, name.size());
     out += name;
-    put_u64(out, bytes.size());
+    byte_order::put_u64(out, bytes.size());
     out += bytes;
   }
   return out;
@@ -53,10 +40,10 @@ std::string pack(const std::map<std::string, std::string>& files) {
 
 std::map<std::string, std::string> unpack(const std::string& blob) {
   std::map<std::string, std::string> files;
-  size_t pos = 0;
-  while (pos < blob.size()) {
-    std::string name = get_bytes(blob, pos);
-    files[name] = get_bytes(blob, pos);
+  byte_order::ByteReader in(blob, "checkpoint blob");
+  while (!in.at_end()) {
+    std::string name = get_bytes(in);
+    files[name] = get_bytes(in);
   }
   return files;
 }

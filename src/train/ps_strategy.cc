@@ -18,6 +18,7 @@
 #include "chorus/ps/partitioner.h"
 #include "chorus/ps/server.h"
 #include "train/gradient_sync.h"
+#include "util/byte_order.h"
 #include "util/env.h"
 #include "util/log.h"
 
@@ -28,8 +29,7 @@ namespace {
 // How long finish() waits for workers that never connected (see there).
 constexpr std::chrono::seconds kLateWorkerGrace{5};
 
-// A scheduled step's argument: the fields below (little-endian, as every host of a job
-// is), then the user's bytes.
+// A scheduled step's argument: the fields below (little-endian), then the user's bytes.
 struct StepHeader {
   int64_t step = 0;
   int64_t min_version = 0;  // the ps version to pull (kSync); 0 otherwise
@@ -38,10 +38,11 @@ struct StepHeader {
 constexpr size_t kHeaderBytes = sizeof(int64_t) * 2 + sizeof(double);
 
 std::string encode_task(const StepHeader& h, const std::string& user) {
-  std::string out(kHeaderBytes, '\0');
-  std::memcpy(&out[0], &h.step, 8);
-  std::memcpy(&out[8], &h.min_version, 8);
-  std::memcpy(&out[16], &h.learning_rate, 8);
+  std::string out;
+  out.reserve(kHeaderBytes + user.size());
+  byte_order::put_i64(out, h.step);
+  byte_order::put_i64(out, h.min_version);
+  byte_order::put_f64(out, h.learning_rate);
   return out + user;
 }
 
@@ -49,9 +50,10 @@ StepHeader decode_task(const std::string& bytes, std::string& user) {
   CHORUS_CHECK_ARG(bytes.size() >= kHeaderBytes, "ParameterServerStrategy: a step argument of ",
                    bytes.size(), " bytes is shorter than its header");
   StepHeader h;
-  std::memcpy(&h.step, &bytes[0], 8);
-  std::memcpy(&h.min_version, &bytes[8], 8);
-  std::memcpy(&h.learning_rate, &bytes[16], 8);
+  byte_order::ByteReader in(bytes, "ParameterServerStrategy: step argument");
+  h.step = in.i64();
+  h.min_version = in.i64();
+  h.learning_rate = in.f64();
   user = bytes.substr(kHeaderBytes);
   return h;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 
 namespace chorus::transport {
 namespace {
@@ -13,23 +14,6 @@ namespace {
 constexpr uint32_t kHelloMagic = 0x4c454843;  // "CHEL" little-endian
 constexpr uint32_t kReplyMagic = 0x50524843;  // "CHRP"
 constexpr uint16_t kVersion = 1;
-
-void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{p[i]} << (8 * i);
-  return v;
-}
-uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
 
 }  // namespace
 
@@ -84,39 +68,39 @@ bool parse_token_hex(const std::string& text, Token& out) {
 // ring_bytes u64 | group[16] | token[16]   (little-endian, 64 bytes)
 void Hello::encode(uint8_t* out) const {
   std::memset(out, 0, kWireBytes);
-  put32(out, kHelloMagic);
-  out[4] = kVersion & 0xff;
-  out[5] = kVersion >> 8;
-  out[6] = static_cast<uint8_t>(kind);
-  out[7] = static_cast<uint8_t>(static_cast<uint16_t>(kind) >> 8);
-  put32(out + 8, from_rank);
-  put32(out + 12, to_rank);
-  put32(out + 16, size);
-  put64(out + 24, ring_bytes);
+  byte_order::store_u32(out, kHelloMagic);
+  byte_order::store_u16(out + 4, kVersion);
+  byte_order::store_u16(out + 6, static_cast<uint16_t>(kind));
+  byte_order::store_u32(out + 8, from_rank);
+  byte_order::store_u32(out + 12, to_rank);
+  byte_order::store_u32(out + 16, size);
+  byte_order::store_u64(out + 24, ring_bytes);
   std::memcpy(out + 32, group.data(), 16);
   std::memcpy(out + 48, token.data(), 16);
 }
 
 bool Hello::decode(const uint8_t* in) {
-  if (get32(in) != kHelloMagic || (in[4] | in[5] << 8) != kVersion) return false;
-  kind = static_cast<LinkKind>(in[6] | in[7] << 8);
-  from_rank = get32(in + 8);
-  to_rank = get32(in + 12);
-  size = get32(in + 16);
-  ring_bytes = get64(in + 24);
+  if (byte_order::load_u32(in) != kHelloMagic || byte_order::load_u16(in + 4) != kVersion) {
+    return false;
+  }
+  kind = static_cast<LinkKind>(byte_order::load_u16(in + 6));
+  from_rank = byte_order::load_u32(in + 8);
+  to_rank = byte_order::load_u32(in + 12);
+  size = byte_order::load_u32(in + 16);
+  ring_bytes = byte_order::load_u64(in + 24);
   std::memcpy(group.data(), in + 32, 16);
   std::memcpy(token.data(), in + 48, 16);
   return true;
 }
 
 void encode_reply(HelloStatus status, uint8_t* out) {
-  put32(out, kReplyMagic);
-  put32(out + 4, static_cast<uint32_t>(status));
+  byte_order::store_u32(out, kReplyMagic);
+  byte_order::store_u32(out + 4, static_cast<uint32_t>(status));
 }
 
 bool decode_reply(const uint8_t* in, HelloStatus& status) {
-  if (get32(in) != kReplyMagic) return false;
-  status = static_cast<HelloStatus>(get32(in + 4));
+  if (byte_order::load_u32(in) != kReplyMagic) return false;
+  status = static_cast<HelloStatus>(byte_order::load_u32(in + 4));
   return true;
 }
 

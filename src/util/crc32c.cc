@@ -7,6 +7,8 @@
 #include <nmmintrin.h>
 #endif
 
+#include "util/byte_order.h"
+
 namespace chorus {
 namespace crc32c_detail {
 namespace {
@@ -30,12 +32,6 @@ struct Tables {
 };
 constexpr Tables kTables;
 
-// Little-endian loads built from bytes: correct on any host, one mov on x86.
-inline uint32_t load_le32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
-}
-
 }  // namespace
 
 uint32_t extend_table(uint32_t crc, const void* data, size_t n) {
@@ -43,8 +39,8 @@ uint32_t extend_table(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {
-    uint32_t lo = c ^ load_le32(p);
-    uint32_t hi = load_le32(p + 4);
+    uint32_t lo = c ^ byte_order::load_u32(p);
+    uint32_t hi = byte_order::load_u32(p + 4);
     c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
         t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
   }

@@ -74,6 +74,28 @@ std::string decode_error(const std::string& bytes, int world = kWorld) {
 
 std::string one(const Request& r) { return encode({r}); }
 
+// The bytes of docs/wire_format.md, "Engine negotiation", little-endian on every host.
+TEST(EngineRequestWire, BytesAreTheDocumentedLittleEndianLayout) {
+  Request r = make("ab", OpType::kBroadcast, {3});
+  r.dtype = DataType::kFloat32;
+  r.reduce = ReduceOp::kSum;
+  r.root = 2;
+  r.postscale = 2.0;
+  const std::string want = std::string("\x01\0\0\0", 4) +  // count
+                           std::string("\x02\0\0\0", 4) + "ab" +
+                           std::string(1, static_cast<char>(OpType::kBroadcast)) +
+                           std::string(1, static_cast<char>(DataType::kFloat32)) +
+                           std::string(1, static_cast<char>(ReduceOp::kSum)) +
+                           std::string("\0", 1) +                        // not in shared memory
+                           std::string("\x02\0\0\0", 4) +             // root
+                           std::string("\0\0\0\0\0\0\xf0\x3f", 8) +  // prescale 1.0
+                           std::string("\0\0\0\0\0\0\0\x40", 8) +    // postscale 2.0
+                           std::string("\x01\0\0\0", 4) + std::string("\x03\0\0\0\0\0\0\0", 8) +
+                           std::string("\0\0\0\0", 4);  // no splits
+  EXPECT_EQ(encode({r}), want);
+  EXPECT_EQ(decode(want).at(0), r);
+}
+
 TEST(EngineRequestWire, RoundTripsEveryField) {
   const std::vector<Request> in = sample_requests();
   const std::vector<Request> out = decode(encode(in));

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "chorus/error.h"
-#include "train/io/little_endian.h"
+#include "util/byte_order.h"
 #include "train/io/proto_wire.h"
 
 namespace chorus {
@@ -29,13 +29,7 @@ std::string encode_list(const Feature& f) {
   }
   std::string packed;
   if (f.kind == Feature::kFloat) {
-    for (float v : f.floats) {
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      uint8_t le[4];
-      io::store_le32(le, bits);
-      packed.append(reinterpret_cast<const char*>(le), 4);
-    }
+    for (float v : f.floats) byte_order::put_f32(packed, v);
   } else {
     for (int64_t v : f.ints) wire::put_varint(packed, static_cast<uint64_t>(v));
   }
@@ -61,10 +55,7 @@ uint32_t list_field(Feature::Kind kind) {
 
 void decode_floats(const wire::Field& f, wire::Reader& outer, std::vector<float>& out) {
   auto push = [&](uint64_t bits) {
-    uint32_t b32 = static_cast<uint32_t>(bits);
-    float v;
-    std::memcpy(&v, &b32, 4);
-    out.push_back(v);
+    out.push_back(byte_order::f32_from_bits(static_cast<uint32_t>(bits)));
   };
   if (f.type == wire::kFixed32) return push(f.value);
   if (f.type != wire::kLengthDelimited) return;  // an unknown field

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 
 namespace chorus {
 namespace {
@@ -59,7 +60,7 @@ std::vector<int64_t> read_shape(gzFile f, const std::string& path) {
   for (int d = 0; d < magic[3]; ++d) {
     uint8_t b[4];
     read_exact(f, b, 4, path);
-    uint32_t n = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+    uint32_t n = byte_order::load_u32_be(b);
     shape.push_back(n);
     total *= n;  // at most 2^34 * 2^32 before the check: no overflow
     CHORUS_CHECK_ARG(total <= kMaxBytes, "IDX file ", path, ": implausible size");

@@ -1,9 +1,7 @@
 #include "train/io/proto_wire.h"
 
-#include <cstring>
-
 #include "chorus/error.h"
-#include "train/io/little_endian.h"
+#include "util/byte_order.h"
 
 namespace chorus::io::proto {
 
@@ -29,21 +27,13 @@ void put_int64_field(std::string& out, uint32_t field, int64_t value) {
 }
 
 void put_double_field(std::string& out, uint32_t field, double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, 8);
-  uint8_t le[8];
-  store_le64(le, bits);
   put_key(out, field, kFixed64);
-  out.append(reinterpret_cast<const char*>(le), 8);
+  byte_order::put_f64(out, value);
 }
 
 void put_float_field(std::string& out, uint32_t field, float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  uint8_t le[4];
-  store_le32(le, bits);
   put_key(out, field, kFixed32);
-  out.append(reinterpret_cast<const char*>(le), 4);
+  byte_order::put_f32(out, value);
 }
 
 void put_bytes_field(std::string& out, uint32_t field, std::string_view bytes) {
@@ -52,18 +42,9 @@ void put_bytes_field(std::string& out, uint32_t field, std::string_view bytes) {
   out.append(bytes);
 }
 
-double Field::as_double() const {
-  double d;
-  std::memcpy(&d, &value, 8);
-  return d;
-}
+double Field::as_double() const { return byte_order::f64_from_bits(value); }
 
-float Field::as_float() const {
-  uint32_t bits = static_cast<uint32_t>(value);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float Field::as_float() const { return byte_order::f32_from_bits(static_cast<uint32_t>(value)); }
 
 void Reader::fail(const std::string& why) const {
   CHORUS_THROW(InvalidArgument, context_, ": malformed protobuf at byte ", pos_, " of ",
@@ -85,9 +66,9 @@ uint64_t Reader::fixed(int size) {
   if (data_.size() - pos_ < static_cast<size_t>(size)) {
     fail("truncated fixed" + std::to_string(size * 8) + " value");
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(data_.data() + pos_);
+  const char* p = data_.data() + pos_;
   pos_ += static_cast<size_t>(size);
-  return size == 8 ? load_le64(p) : load_le32(p);
+  return size == 8 ? byte_order::load_u64(p) : byte_order::load_u32(p);
 }
 
 bool Reader::next(Field& field) {

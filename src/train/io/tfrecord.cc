@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "chorus/error.h"
-#include "train/io/little_endian.h"
+#include "util/byte_order.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 
@@ -20,12 +20,12 @@ constexpr size_t kHeaderSize = 12;  // uint64 length + uint32 masked CRC of the 
 constexpr size_t kFooterSize = 4;   // uint32 masked CRC of the data
 
 void encode_header(uint64_t length, uint8_t out[kHeaderSize]) {
-  io::store_le64(out, length);
-  io::store_le32(out + 8, crc32c_mask(crc32c(out, 8)));
+  byte_order::store_u64(out, length);
+  byte_order::store_u32(out + 8, crc32c_mask(crc32c(out, 8)));
 }
 
 void encode_footer(std::string_view data, uint8_t out[kFooterSize]) {
-  io::store_le32(out, crc32c_mask(crc32c(data.data(), data.size())));
+  byte_order::store_u32(out, crc32c_mask(crc32c(data.data(), data.size())));
 }
 
 }  // namespace
@@ -166,8 +166,8 @@ bool TFRecordReader::read_record(std::string& record) {
   }
   uint8_t header[kHeaderSize];
   read_exact(header, kHeaderSize, "header");
-  const uint64_t length = io::load_le64(header);
-  if (crc32c_mask(crc32c(header, 8)) != io::load_le32(header + 8)) {
+  const uint64_t length = byte_order::load_u64(header);
+  if (crc32c_mask(crc32c(header, 8)) != byte_order::load_u32(header + 8)) {
     corrupt("length checksum mismatch");
   }
   // Checked against the file before allocating: a corrupt length must not cost memory.
@@ -182,7 +182,7 @@ bool TFRecordReader::read_record(std::string& record) {
   read_exact(record.data(), length, "data");
   uint8_t footer[kFooterSize];
   read_exact(footer, kFooterSize, "data checksum");
-  if (crc32c_mask(crc32c(record.data(), record.size())) != io::load_le32(footer)) {
+  if (crc32c_mask(crc32c(record.data(), record.size())) != byte_order::load_u32(footer)) {
     corrupt("data checksum mismatch");
   }
   offset_ += needed + length;
