@@ -15,6 +15,7 @@
 #include "chorus/torch/tensor_ops.h"
 #include "errors.h"
 #include "pending_ops.h"
+#include "torch/gradient_buckets.h"
 #include "util/env.h"
 
 namespace py = pybind11;
@@ -216,6 +217,43 @@ int64_t join_async() {
   });
 }
 
+// Engine::alloc_shared on the set; the result (synchronize) is the memory as a uint8
+// tensor when the set's ranks share it, else None (DistributedOptimizer's gradient buckets).
+int64_t alloc_shared_async(const std::string& name, int64_t bytes, int set_id) {
+  CHORUS_CHECK_ARG(bytes > 0, "alloc_shared '", name, "': ", bytes, " bytes");
+  return submit(PendingOp::Kind::kAllocShared, set_id, {name},
+                [&](ProcessSet& set, PendingOp& pending) {
+                  pending.handle = set.engine().alloc_shared(name, static_cast<size_t>(bytes));
+                });
+}
+
+py::object shared_tensor(const SharedBuffer& memory) {
+  if (!memory.shared()) return py::none();
+  return py::cast(at::from_blob(
+      memory.data(), {static_cast<int64_t>(memory.size())}, [memory](void*) {},
+      at::TensorOptions().dtype(at::kByte)));
+}
+
+// Where DistributedOptimizer's buckets go (src/torch/gradient_buckets.h): the layout of
+// `params` (by size and dtype) as (total bytes, [(offset, bytes, [parameter indices])]),
+// offsets in bytes from the allocation's start; every parameter's slice follows from its
+// bucket's order.
+py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_bytes) {
+  CHORUS_CHECK_ARG(bucket_bytes > 0, "bucket_bytes must be positive, not ", bucket_bytes);
+  std::vector<detail::BucketParam> sizes;
+  for (const auto& p : params) {
+    sizes.push_back({static_cast<size_t>(p.numel()) * p.element_size(),
+                     to_chorus_dtype(p.scalar_type())});
+  }
+  const detail::BucketLayout layout =
+      detail::plan_buckets(sizes, static_cast<size_t>(bucket_bytes));
+  py::list buckets;
+  for (const auto& b : layout.buckets) {
+    buckets.append(py::make_tuple(b.offset, b.bytes, py::cast(b.params)));
+  }
+  return py::make_tuple(layout.total_bytes, buckets, py::cast(layout.offset_of));
+}
+
 // Waits in slices with the GIL released: a pending signal (Ctrl-C) raises in between, and
 // the whole wait is bounded by CHORUS_TIMEOUT_SECONDS (the op then stays pending).
 void wait_interruptibly(const PendingOp& op) {
@@ -263,6 +301,9 @@ py::object result_of(PendingOp& op) {
     case PendingOp::Kind::kJoin:
       op.handle.wait();
       return py::int_(op.handle.last_joined_rank());
+    case PendingOp::Kind::kAllocShared:
+      op.handle.wait();
+      return shared_tensor(op.handle.shared_buffer());
   }
   return py::none();
 }
@@ -304,6 +345,8 @@ void define_collectives(py::module_& m) {
   m.def("grouped_reducescatter_async", &grouped_reducescatter_async);
   m.def("barrier_async", &barrier_async);
   m.def("join_async", &join_async);
+  m.def("alloc_shared_async", &alloc_shared_async);
+  m.def("plan_buckets", &plan_buckets);
   m.def("poll", &poll);
   m.def("synchronize", &synchronize);
 }

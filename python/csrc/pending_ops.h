@@ -33,10 +33,11 @@ struct PendingOp {
     kAlltoall,  // result: (tensor, received splits as an int32 tensor)
     kBarrier,   // result: None
     kJoin,      // result: the last rank to join
+    kAllocShared,  // result: a uint8 tensor over memory the ranks share, or None
   };
   Kind kind = Kind::kTensor;
   std::vector<TensorHandle> tensors;  // kTensor, kGroup, kAlltoall
-  Handle handle;                      // kBarrier, kJoin
+  Handle handle;                      // kBarrier, kJoin, kAllocShared
   // The process set's engine stays alive while its ops are pending.
   std::shared_ptr<ProcessSet> set;
   int set_id = 0;

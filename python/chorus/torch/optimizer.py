@@ -6,7 +6,8 @@ parameter's gradient accumulator starts the allreduce of that gradient as soon a
 backward() has accumulated it, so the reductions of the last layers overlap the backward
 pass of the first; the engine fuses small gradients. step() waits for them (submitting
 zeros for parameters whose gradient this rank did not compute, so every rank runs the same
-reductions) and then runs the wrapped step.
+reductions) and then runs the wrapped step. When the ranks share a host, gradients live
+in buckets of shared memory and each full bucket is one allreduce there (buckets.py).
 """
 
 import warnings
@@ -14,10 +15,14 @@ from contextlib import contextmanager
 
 import torch
 
+from chorus.torch.buckets import GradientBuckets
 from chorus.torch.compression import Compression
-from chorus.torch.ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_, size,
-                              sparse_allreduce_async, synchronize)
+from chorus.torch.ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
+                              size, sparse_allreduce_async, synchronize)
 from chorus.torch.process_sets import global_process_set
+
+
+_IN_BUCKET = object()  # _handles' mark of a gradient its bucket reduces
 
 
 def _duplicates(names):
@@ -43,7 +48,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods of the subclass DistributedOptimizer() builds; never used directly."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_bytes):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._parameter_names = self._names(named_parameters)
@@ -61,8 +66,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = self._check_groups(groups)
         self._p_to_group = {}
         self._group_counts = {}
+        self._buckets = None
         if self.process_set.included() and size() > 1:
             self._register_hooks()
+            self._request_buckets(bucket_bytes)
 
     def _names(self, named_parameters):
         """{parameter: name}, checked as Horovod checks them."""
@@ -106,6 +113,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("groups should be a positive integer or a list of lists of "
                              "torch.Tensor.")
         return groups
+
+    def _request_buckets(self, bucket_bytes):
+        """Gradient buckets when gradients are reduced as they are (no groups, no
+        compression) by a sum or an average over a set of two or more ranks."""
+        if (bucket_bytes <= 0 or self._groups is not None or self.process_set.size() < 2
+                or self._compression is not Compression.none or self.op not in (Average, Sum)):
+            return
+        params, seen = [], set()
+        for group in self.param_groups:  # model order, the same on every rank
+            for p in group["params"]:
+                if p.requires_grad and id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        if params:
+            pre, post = self._scale_factors()
+            self._buckets = GradientBuckets(params, bucket_bytes, self.op, pre, post,
+                                            self.process_set)
 
     # --- hooks -----------------------------------------------------------------------------
 
@@ -159,10 +183,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                             self._handles.pop(q, None)
                         self._group_counts[group] = 0
                         return
+                elif self._buckets is not None and p in self._buckets:
+                    handle = self._to_bucket(p)
                 else:
                     handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
+
+    def _to_bucket(self, p):
+        """Hands ``p``'s gradient to its bucket: a sparse one is reduced on its own (its
+        slice zeroed); returns what the hook records in _handles."""
+        if p.grad is not None and p.grad.is_sparse:
+            self._buckets.adopt(p, zero=True)
+            return self._allreduce_grad_async(p)[0]
+        self._buckets.adopt(p)
+        return _IN_BUCKET
 
     def _scale_factors(self):
         if self.op == Average:  # split the average around the sum (float16 range)
@@ -216,12 +251,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for key in self._handles:
             started.update(key if isinstance(key, tuple) else (key,))
         for p in self._requires_update - started:
-            self._handles[p] = self._allreduce_grad_async(p)
+            self._handles[p] = self._start(p)
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
-                self._handles[p] = self._allreduce_grad_async(p)
+                self._handles[p] = self._start(p)
+        if self._buckets is not None and self._buckets.active():
+            self._buckets.finish()
         for key, (handle, ctx) in self._handles.items():
-            if isinstance(key, tuple):
+            if handle is _IN_BUCKET:
+                self._allreduce_delay[key] = self.backward_passes_per_step
+            elif isinstance(key, tuple):
                 for p, output, c in zip(key, synchronize(handle), ctx):
                     self._set_grad(p, output, c)
             else:
@@ -231,6 +270,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._group_counts[group] = 0
         self._handles.clear()
         self._synchronized = True
+
+    def _start(self, p):
+        """synchronize()'s start of a reduction no hook started."""
+        if self._buckets is not None and p in self._buckets:
+            return self._to_bucket(p), None
+        return self._allreduce_grad_async(p)
 
     @contextmanager
     def skip_synchronize(self):
@@ -281,12 +326,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set):
+                         process_set=global_process_set, bucket_bytes=4 << 20):
     """Wraps ``optimizer`` so that step() applies gradients averaged (``op``) over the ranks
     of ``process_set``. Horovod's arguments: ``named_parameters`` (stable names; every
     parameter must be named), ``compression``, ``backward_passes_per_step`` (local
     accumulation), ``gradient_predivide_factor`` (Average only), ``groups`` (gradients
-    reduced together), ``sparse_as_dense``."""
+    reduced together), ``sparse_as_dense``. chorus's: ``bucket_bytes``, the most bytes of
+    gradients per bucket of shared memory (0: no buckets; see buckets.py)."""
     if op == Adasum:
         raise NotImplementedError("chorus does not implement Adasum yet: use op=hvd.Average")
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -300,4 +346,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_bytes)

@@ -1,6 +1,9 @@
 """DistributedOptimizer, broadcasts of parameters and optimizer state, SyncBatchNorm:
-results compared with one process training on the whole global batch."""
+results compared with one process training on the whole global batch. The optimizer's
+tests run with each gradient reduced alone (bucket_bytes=0), with buckets of 64 bytes (one
+parameter each, mostly) and with the default buckets (one for these small models)."""
 
+import os
 import warnings
 
 import pytest
@@ -33,10 +36,23 @@ def params_of(m):
     return torch.cat([p.detach().view(-1) for p in m.parameters()])
 
 
-def test_training_equals_one_process_on_the_global_batch():
+BUCKETS = [0, 64, 4 << 20]
+
+
+def uses_buckets(opt, bucket_bytes):
+    """Whether the optimizer's gradients live in shared memory: they must when the job's
+    ranks share this host (chorusrun's default transport) and buckets are on."""
+    want = (bucket_bytes > 0 and hvd.size() > 1
+            and os.environ.get("CHORUS_TRANSPORT", "auto") != "tcp")
+    return (opt._buckets is not None and opt._buckets.active()) == want
+
+
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
     dist, ref = model(), model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
-                                   named_parameters=dist.named_parameters())
+                                   named_parameters=dist.named_parameters(),
+                                   bucket_bytes=bucket_bytes)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     for step in range(5):
         x, y = global_batch(step)
@@ -50,13 +66,62 @@ def test_training_equals_one_process_on_the_global_batch():
     every = hvd.allgather(params_of(dist).view(1, -1))
     assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
     assert isinstance(opt, torch.optim.SGD)
+    assert uses_buckets(opt, bucket_bytes)
 
 
-def test_accumulation_over_backward_passes():
+@pytest.mark.parametrize("bucket_bytes", BUCKETS[1:])
+def test_gradients_set_to_none_or_replaced_are_reduced_all_the_same(bucket_bytes):
     dist, ref = model(), model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
                                    named_parameters=dist.named_parameters(),
-                                   backward_passes_per_step=2)
+                                   bucket_bytes=bucket_bytes)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(4):
+        x, y = global_batch(60 + step)
+        opt.zero_grad(set_to_none=step % 2 == 1)  # autograd allocates new gradients
+        if step == 2:  # the user's own tensors as gradients
+            for p in dist.parameters():
+                p.grad = torch.zeros_like(p)
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        F.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
+    assert uses_buckets(opt, bucket_bytes)
+
+
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_sparse_gradients_beside_dense_ones(bucket_bytes):
+    torch.manual_seed(5)
+    emb, head = torch.nn.Embedding(10, 3, sparse=True).double(), torch.nn.Linear(3, 1).double()
+    ref_emb, ref_head = torch.nn.Embedding(10, 3).double(), torch.nn.Linear(3, 1).double()
+    ref_emb.load_state_dict(emb.state_dict())
+    ref_head.load_state_dict(head.state_dict())
+    named = [("emb." + n, p) for n, p in emb.named_parameters()] + \
+            [("head." + n, p) for n, p in head.named_parameters()]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in named], lr=0.5),
+                                   named_parameters=named, bucket_bytes=bucket_bytes)
+    ref_opt = torch.optim.SGD(list(ref_emb.parameters()) + list(ref_head.parameters()), lr=0.5)
+    ids = torch.arange(BATCH * hvd.size()) % 10
+    for _ in range(2):
+        opt.zero_grad()
+        head(emb(mine(ids))).sum().div(BATCH).backward()  # averaged over the ranks
+        opt.step()
+        ref_opt.zero_grad()
+        ref_head(ref_emb(ids)).sum().div(BATCH * hvd.size()).backward()
+        ref_opt.step()
+    # Sums of averages: the sparse path's rounding differs from one process's.
+    assert torch.allclose(emb.weight, ref_emb.weight, atol=1e-12)
+    assert torch.allclose(head.weight, ref_head.weight, atol=1e-12)
+
+
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_accumulation_over_backward_passes(bucket_bytes):
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters(),
+                                   backward_passes_per_step=2, bucket_bytes=bucket_bytes)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     opt.zero_grad()
     ref_opt.zero_grad()
@@ -78,13 +143,15 @@ def test_accumulation_over_backward_passes():
     opt.zero_grad()
 
 
-def test_parameters_unused_on_some_ranks_are_reduced_as_zeros():
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_parameters_unused_on_some_ranks_are_reduced_as_zeros(bucket_bytes):
     torch.manual_seed(1)
     a, b = torch.nn.Linear(4, 1).double(), torch.nn.Linear(4, 1).double()
     params = list(a.parameters()) + list(b.parameters())
     named = [("a." + n, p) for n, p in a.named_parameters()] + \
             [("b." + n, p) for n, p in b.named_parameters()]
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=1.0), named_parameters=named)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=1.0), named_parameters=named,
+                                   bucket_bytes=bucket_bytes)
     x = torch.ones(2, 4, dtype=torch.float64)
     before = b.weight.detach().clone()
     opt.zero_grad()
@@ -131,10 +198,12 @@ def test_named_parameters_are_checked():
         "allreduce.noname.0.%d" % i for i in range(4))
 
 
-def test_synchronize_then_step_and_misuse():
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_synchronize_then_step_and_misuse(bucket_bytes):
     m = model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
-                                   named_parameters=m.named_parameters())
+                                   named_parameters=m.named_parameters(),
+                                   bucket_bytes=bucket_bytes)
     x, y = global_batch(40)
     opt.zero_grad()
     F.mse_loss(m(mine(x)), mine(y)).backward()
