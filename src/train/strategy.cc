@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 
 #include "chorus/error.h"
+#include "chorus/train/callbacks.h"
 #include "chorus/torch/broadcast.h"
 #include "chorus/torch/optimizer.h"
 #include "chorus/torch/runtime.h"
@@ -207,6 +208,57 @@ void Strategy::restore_variables(ReplicatedModel&, const std::map<std::string, s
 Dataset Strategy::distribute_dataset(const Dataset& global, AutoShardPolicy policy) const {
   if (num_workers_ == 1) return global;
   return global.distribute(num_workers_, worker_index_, policy);
+}
+
+// ---- fit's steps on this worker's data ---------------------------------------------------
+
+namespace {
+
+// Steps on the local data: a fresh pass per epoch, or (steps_per_epoch given) one pass
+// that continues across epochs, as Keras does with a repeat()ed dataset.
+class LocalTrainSteps : public TrainSteps {
+ public:
+  LocalTrainSteps(const TrainLoop& loop, Dataset data)
+      : loop_(loop), data_(std::move(data)), continuous_(loop.steps_per_epoch > 0) {}
+
+  void begin_epoch(const TrainContext& ctx) override {
+    if (continuous_) {
+      if (it_) return;
+      // Created at the first epoch: BackupAndRestore may have moved the start.
+      it_.emplace(data_.iterate(0));
+      skip(ctx.initial_epoch * ctx.steps_per_epoch + ctx.initial_step);
+      return;
+    }
+    it_.emplace(data_.iterate(ctx.epoch));
+    skip(ctx.step);
+  }
+
+  std::optional<std::vector<double>> next() override {
+    std::optional<Example> batch = it_->next();
+    if (!batch) return std::nullopt;
+    return loop_.step(*batch, loop_.global_batch);
+  }
+
+ private:
+  void skip(int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!it_->next()) break;
+    }
+  }
+
+  TrainLoop loop_;
+  Dataset data_;
+  bool continuous_;
+  std::optional<DatasetIterator> it_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainSteps> Strategy::make_train_steps(const TrainLoop& loop, TrainContext& ctx) {
+  Dataset data = distribute_dataset(loop.data, loop.shard_policy);
+  ctx.steps_per_epoch = loop.steps_per_epoch > 0 ? loop.steps_per_epoch : data.cardinality();
+  if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = -1;
+  return std::make_unique<LocalTrainSteps>(loop, std::move(data));
 }
 
 // ---- the strategies -------------------------------------------------------------------

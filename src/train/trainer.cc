@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "chorus/error.h"
-#include "chorus/train/ps_strategy.h"
 #include "train/progress_bar.h"
 #include "util/log.h"
 
@@ -154,23 +153,23 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   CHORUS_CHECK_ARG(options.epochs >= 1, "fit: epochs must be >= 1, got ", options.epochs);
   CHORUS_CHECK_ARG(options.steps_per_epoch == -1 || options.steps_per_epoch > 0,
                    "fit: steps_per_epoch must be > 0 or -1, got ", options.steps_per_epoch);
-  const int64_t global_batch = global_batch_of(train);
-  auto* ps = dynamic_cast<ParameterServerStrategy*>(&strategy_);
-  if (ps && !ps->is_chief()) return serve_scheduled_steps(*ps, train, options);
-  const Dataset data = strategy_.distribute_dataset(train, options.shard_policy);
+  TrainLoop loop;
+  loop.data = train;
+  loop.global_batch = global_batch_of(train);
+  loop.steps_per_epoch = options.steps_per_epoch;
+  loop.shard_policy = options.shard_policy;
+  loop.step = [this](const Example& batch, int64_t global_batch) {
+    return step(batch, global_batch, /*train=*/true).values;
+  };
   TrainContext ctx;
   ctx.strategy = &strategy_;
   ctx.model = &model_;
   ctx.optimizer = &optimizer_;
   ctx.epochs = options.epochs;
-  // The chief of a ParameterServerStrategy schedules steps and reads no data itself.
-  const bool remote = ps != nullptr;
-  const bool continuous = options.steps_per_epoch > 0 && !remote;
-  ctx.steps_per_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch : data.cardinality();
-  if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = -1;
-  CHORUS_CHECK_ARG(!remote || ctx.steps_per_epoch > 0,
-                   "fit: ParameterServerStrategy needs steps_per_epoch (or a dataset of known "
-                   "cardinality): the chief does not read the data");
+  // What differs between strategies: where the steps come from (the local data, or steps
+  // scheduled on other workers), and whether this process runs the loop at all.
+  std::unique_ptr<TrainSteps> steps = strategy_.make_train_steps(loop, ctx);
+  if (!steps) return History{};
   auto& callbacks = options.callbacks;
   model_.train(true);
   updater_.zero_grad();
@@ -178,39 +177,23 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
 
   // Where to start: BackupAndRestore may have moved ctx.initial_epoch / initial_step.
   const bool chief_prints = strategy_.is_chief() && options.verbose > 0;
-  std::optional<DatasetIterator> stream;
-  if (continuous) {
-    stream.emplace(data.iterate(0));
-    for (int64_t i = 0; i < ctx.initial_epoch * ctx.steps_per_epoch + ctx.initial_step; ++i) {
-      if (!stream->next()) break;
-    }
-  }
   History history;
   Logs last;
-  const StepSource rounds = remote ? scheduled_rounds(*ps, ctx) : StepSource{};
   for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training; ++ctx.epoch) {
     ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
-    std::optional<DatasetIterator> pass;
-    if (!continuous && !remote) {
-      pass.emplace(data.iterate(ctx.epoch));
-      for (int64_t i = 0; i < ctx.step; ++i) {
-        if (!pass->next()) break;
-      }
-    }
+    steps->begin_epoch(ctx);
     if (chief_prints && options.verbose == 1) {
       std::printf("Epoch %d/%d\n", ctx.epoch + 1, options.epochs);
       std::fflush(stdout);
     }
     for (auto& c : callbacks) c->on_epoch_begin(ctx);
-    DatasetIterator* it = continuous ? &*stream : pass ? &*pass : nullptr;
     const StepSource next_step = [&]() -> std::optional<StepSums> {
-      if (remote) return rounds();
-      std::optional<Example> batch = it->next();
-      if (!batch) return std::nullopt;
-      return step(*batch, global_batch, /*train=*/true);
+      std::optional<std::vector<double>> sums = steps->next();
+      if (!sums) return std::nullopt;
+      return StepSums{std::move(*sums)};
     };
     Logs logs = run_epoch(ctx, next_step, callbacks, options.verbose);
-    if (!continuous && ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;
+    if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;  // the first pass's length
     if (options.validation_data) {
       Logs val = evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
       for (const auto& [k, v] : val) logs["val_" + k] = v;
@@ -223,15 +206,14 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
     history.epochs.push_back(logs);
     last = logs;
   }
-  if (remote) ps->join();  // rounds scheduled ahead of an early stop
+  steps->end();
   for (auto& c : callbacks) c->on_train_end(ctx, last);
   return history;
 }
 
 Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose, AutoShardPolicy shard_policy) {
   const int64_t global_batch = global_batch_of(data);
-  // Under ParameterServerStrategy the chief evaluates alone, with the ps tasks' variables.
-  if (dynamic_cast<ParameterServerStrategy*>(&strategy_) && !strategy_.is_chief()) return {};
+  if (!strategy_.runs_evaluation()) return {};
   strategy_.refresh_model(model_);
   DatasetIterator it = strategy_.distribute_dataset(data, shard_policy).iterate(0);
   model_.train(false);

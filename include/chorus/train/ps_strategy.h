@@ -115,6 +115,14 @@ class ParameterServerStrategy : public Strategy {
   void save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files) override;
   void restore_variables(ReplicatedModel& model, const std::map<std::string, std::string>& files) override;
 
+  // Trainer::fit (ps_strategy_fit.cc). Worker: serves the chief's steps, each loop.step on
+  // its next batch, until the chief finishes; returns nullptr. Chief: the steps are
+  // rounds of num_workers scheduled steps, kept Options::rounds_in_flight ahead; needs
+  // loop.steps_per_epoch or a dataset of known cardinality (InvalidArgument).
+  std::unique_ptr<TrainSteps> make_train_steps(const TrainLoop& loop, TrainContext& ctx) override;
+  // Only the chief evaluates, with the ps tasks' variables.
+  bool runs_evaluation() const override;
+
   struct Impl;
 
  private:

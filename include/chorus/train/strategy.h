@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -44,6 +45,7 @@
 namespace chorus {
 
 class ReplicaPool;
+struct TrainContext;
 
 // What one replica sees inside Strategy::run.
 struct ReplicaContext {
@@ -74,6 +76,32 @@ class GradientUpdater {
 
  private:
   std::unique_ptr<GradientSync> sync_;
+};
+
+// What Trainer::fit hands the strategy (Strategy::make_train_steps).
+struct TrainLoop {
+  Dataset data;                 // the GLOBAL dataset, batched with the global batch size
+  int64_t global_batch = 0;     // data.batch_size()
+  int64_t steps_per_epoch = -1;  // FitOptions::steps_per_epoch
+  AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
+  // One training step on this process's replicas (forward, backward, the update) on a
+  // batch of this worker's data, its loss averaged over `global_batch` examples. Returns
+  // the step's loss and metric sums.
+  std::function<std::vector<double>(const Example& batch, int64_t global_batch)> step;
+};
+
+// Where the steps of Trainer::fit's epochs come from, as a strategy decides.
+class TrainSteps {
+ public:
+  virtual ~TrainSteps() = default;
+  // Before each epoch's steps; ctx.epoch and ctx.step say where it starts (after a
+  // restore, BackupAndRestore moves them).
+  virtual void begin_epoch(const TrainContext& ctx) = 0;
+  // The loss and metric sums of the next step, summed over this process's replicas (or
+  // over whatever ran it); nullopt when the data ran out.
+  virtual std::optional<std::vector<double>> next() = 0;
+  // After the last epoch, also after an early stop.
+  virtual void end() {}
 };
 
 class Strategy {
@@ -134,6 +162,18 @@ class Strategy {
   virtual void refresh_model(ReplicatedModel& model);
   virtual void save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files);
   virtual void restore_variables(ReplicatedModel& model, const std::map<std::string, std::string>& files);
+
+  // ---- the part of Trainer::fit / evaluate that differs between strategies ----
+  // Called once per fit(), before on_train_begin: sets ctx.steps_per_epoch (-1 while
+  // unknown) and returns the source of the epochs' steps. The default runs loop.step on
+  // every batch of this worker's part of the data (distribute_dataset): a fresh pass per
+  // epoch, or with loop.steps_per_epoch one pass across epochs. nullptr: this process has
+  // already served the job's steps (a ParameterServerStrategy worker) and fit returns an
+  // empty History. InvalidArgument when the loop cannot run under this strategy.
+  virtual std::unique_ptr<TrainSteps> make_train_steps(const TrainLoop& loop, TrainContext& ctx);
+  // Whether evaluate() runs here; false: it returns empty Logs (a ParameterServerStrategy
+  // worker, whose chief evaluates alone). Default: true.
+  virtual bool runs_evaluation() const { return true; }
 
  protected:
   Strategy(int num_workers, int worker_index, int local_replicas, Engine* engine);

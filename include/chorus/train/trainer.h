@@ -1,8 +1,10 @@
 // Trainer: Keras' compile / fit / evaluate / predict for a libtorch model under any
 // Strategy. The same program runs on one replica or many: choose the strategy and batch
-// the dataset with the global batch size.
+// the dataset with the global batch size. What differs between strategies (where fit's
+// steps come from, who evaluates) is the strategy's (Strategy::make_train_steps,
+// Strategy::runs_evaluation); the trainer knows none of them by name.
 //
-//   chorus::MultiWorkerMirroredStrategy strategy;
+//   chorus::Strategy& strategy = ...;   // any strategy of strategy.h
 //   auto model = strategy.make_model<Net>([] { return Net(); });
 //   torch::optim::SGD sgd(model.parameters(), 0.01 * strategy.num_replicas_in_sync());
 //   chorus::Trainer trainer(strategy, model, sgd,
@@ -34,8 +36,6 @@
 
 namespace chorus {
 
-class ParameterServerStrategy;
-
 struct FitOptions {
   int epochs = 1;
   // Steps per epoch; -1: until the dataset ends (a fresh pass every epoch). With a
@@ -64,8 +64,7 @@ class Trainer {
   // Errors: InvalidArgument (bad options, a dataset that does not yield {input, target},
   // batch not divisible by the workers), and what the strategy's collectives throw.
   History fit(const Dataset& train, FitOptions options);
-  // Under ParameterServerStrategy only the chief evaluates (with the ps tasks' variables);
-  // a worker gets empty Logs.
+  // Empty Logs where the strategy does not evaluate (Strategy::runs_evaluation).
   Logs evaluate(const Dataset& data, int64_t steps = -1, int verbose = 0,
                 AutoShardPolicy shard_policy = AutoShardPolicy::kAuto);
   // Outputs of the primary replica for every batch, concatenated; not sharded (every
@@ -88,11 +87,6 @@ class Trainer {
   using StepSource = std::function<std::optional<StepSums>()>;  // nullopt: data ran out
   Logs run_epoch(TrainContext& ctx, const StepSource& next_step,
                  std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
-  // ParameterServerStrategy (trainer_ps.cc): a worker serves the chief's steps; the chief's
-  // step is a round of one scheduled step per worker, scheduled ahead (see ps_strategy.h).
-  History serve_scheduled_steps(ParameterServerStrategy& strategy, const Dataset& train,
-                                const FitOptions& options);
-  StepSource scheduled_rounds(ParameterServerStrategy& strategy, const TrainContext& ctx);
 
   Strategy& strategy_;
   ReplicatedModel& model_;
