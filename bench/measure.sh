@@ -16,3 +16,14 @@ measure() {
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # The CPU as lscpu names it: every figure is printed next to it.
 cpu_model() { lscpu | sed -n 's/^Model name: *//p' | head -1; }
+# Debian's OpenBLAS 0.3.21 does not know some recent Intel CPUs and falls back to its
+# Prescott kernels (about 3x slower); chorusrun sets OPENBLAS_CORETYPE for its workers, and
+# this does the same for both sides of a comparison: sets $blas_core to what OpenBLAS
+# reports under `python` and exports OPENBLAS_CORETYPE=SkylakeX when that is Prescott on
+# a CPU with AVX-512 and the variable is unset.
+blas_setup() {  # python
+  blas_core=$(OPENBLAS_VERBOSE=2 "$1" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1 || true)
+  if [[ -z ${OPENBLAS_CORETYPE:-} && $blas_core == Prescott ]] && grep -qw avx512f /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=SkylakeX
+  fi
+}

@@ -44,10 +44,8 @@ chorusrun="$build/tools/chorusrun/chorusrun"
 example="$build/examples/fashion_mnist/fashion_mnist"
 [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-blas_core=$(OPENBLAS_VERBOSE=2 "$python" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1 || true)
-if [[ -z ${OPENBLAS_CORETYPE:-} && $blas_core == Prescott ]] && grep -qw avx512f /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=SkylakeX
-fi
+source "$here/../measure.sh"
+blas_setup "$python"
 
 chorus_rate() {  # workers -> samples/s
   "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
@@ -63,7 +61,6 @@ solo2_rate() {  # two single-worker jobs at once -> summed samples/s
   chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
   awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
 }
-source "$here/../measure.sh"
 
 declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
