@@ -1,6 +1,5 @@
-// Throughput of the reduction kernels (standalone; not wired into bench/CMakeLists.txt):
-//   g++ -O2 -std=c++17 -I include -I src bench/reduce_bench.cc build/src/util/libchorus_util.a \
-//       -lpthread -o /tmp/reduce_bench && /tmp/reduce_bench
+// Throughput of the reduction kernels: build/bench/reduce_bench (built with the tree, so
+// it keeps compiling; run it by hand, on a quiet machine).
 // Prints GB/s of reduce_into (bytes of `acc` per second; it reads acc and in and writes acc)
 // for float32 and float16 sums, in cache (256 KiB) and at DRAM sizes (64 MiB).
 #include <chrono>

@@ -27,14 +27,12 @@ set(CHORUS_INSTALL_PYTHONDIR lib/python3/dist-packages CACHE STRING
 set(CHORUS_CORE_LIBRARIES chorus_util chorus_rendezvous chorus_transport chorus_comm chorus_engine
                           chorus_train_io chorus_checkpoint chorus_ps chorus_coordinator)
 set(CHORUS_TORCH_LIBRARIES chorus_torch chorus_data chorus_train)  # when libtorch was found
+if(NOT CHORUS_WITH_TORCH)
+  set(CHORUS_TORCH_LIBRARIES "")
+endif()
 foreach(lib IN LISTS CHORUS_CORE_LIBRARIES CHORUS_TORCH_LIBRARIES)
-  if(TARGET ${lib})
-    string(REGEX REPLACE "^chorus_" "" name ${lib})
-    set_target_properties(${lib} PROPERTIES EXPORT_NAME ${name})
-  else()
-    list(REMOVE_ITEM CHORUS_CORE_LIBRARIES ${lib})
-    list(REMOVE_ITEM CHORUS_TORCH_LIBRARIES ${lib})
-  endif()
+  string(REGEX REPLACE "^chorus_" "" name ${lib})
+  set_target_properties(${lib} PROPERTIES EXPORT_NAME ${name})  # an error if one is missing
 endforeach()
 
 install(TARGETS ${CHORUS_CORE_LIBRARIES} EXPORT chorusTargets

@@ -22,10 +22,6 @@ int main(int argc, char** argv) try {
   BenchArgs args = parse_args(argc, argv);
   if (args.mode == "ring") return run_ring(args);
   if (args.mode == "ps-server" || args.mode == "ps-worker") {
-    if (!ps_modes_built()) {
-      std::fprintf(stderr, "ps_vs_ring_bench: %s not built (no chorus_ps)\n", args.mode.c_str());
-      return 3;
-    }
     return args.mode == "ps-server" ? run_ps_server(args) : run_ps_worker(args);
   }
   std::fprintf(stderr, "ps_vs_ring_bench: unknown mode '%s' (ring, ps-server, ps-worker)\n",

@@ -13,7 +13,4 @@ int run_ps_server(const BenchArgs& args);
 // Synchronous steps against args.ps: push the whole gradient, pull the new parameters.
 int run_ps_worker(const BenchArgs& args);
 
-// Whether the ps modes were built (chorus_ps was available at configure time).
-bool ps_modes_built();
-
 }  // namespace chorus::bench

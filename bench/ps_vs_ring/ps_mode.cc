@@ -101,8 +101,6 @@ void create_or_wait(ps::PsClient& client, const BenchArgs& args,
 
 }  // namespace
 
-bool ps_modes_built() { return true; }
-
 int run_ps_server(const BenchArgs& args) {
   double wall_start = wall_seconds();
   CHORUS_CHECK_ARG(!args.listen.empty(), "ps-server needs --listen HOST:PORT");

@@ -52,7 +52,6 @@ class Scheduler {
   // Drops a live worker. Its running step fails with `error` when given; otherwise it goes
   // back to the front of the queue, or fails with UnavailableError after max_attempts.
   void remove_worker(int index, Clock::time_point now, std::exception_ptr error = nullptr);
-  bool has_worker(int index) const { return workers_.count(index) != 0; }
   int live_workers() const { return static_cast<int>(workers_.size()); }
   // Distinct worker indices that have been live at some time (they may have left since).
   int seen_workers() const { return static_cast<int>(seen_.size()); }

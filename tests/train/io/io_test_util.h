@@ -10,7 +10,7 @@
 #include <iterator>
 #include <string>
 
-#include "../common/temp_dir.h"
+#include "../../common/temp_dir.h"
 
 namespace chorus::testing {
 

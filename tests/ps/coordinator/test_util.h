@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "../common/free_port.h"
+#include "../../common/free_port.h"
 #include "chorus/error.h"
 #include "chorus/ps/coordinator.h"
 #include "ps/coordinator/protocol.h"
@@ -27,7 +27,7 @@ inline Secret test_secret() { return Secret("coordinator-test-secret"); }
 
 inline std::string address_of(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
 
-using ::chorus::test::free_port;  // ../common/free_port.h
+using ::chorus::test::free_port;  // ../../common/free_port.h
 
 // Polls `pred` every few milliseconds; false if it is still false after `timeout`.
 inline bool eventually(const std::function<bool()>& pred,

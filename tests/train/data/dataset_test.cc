@@ -23,7 +23,7 @@
 #include "chorus/train/dataset.h"
 #include "chorus/train/tfrecord.h"
 
-#include "../common/temp_dir.h"
+#include "../../common/temp_dir.h"
 
 namespace chorus {
 namespace {

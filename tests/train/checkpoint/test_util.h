@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/temp_dir.h"
+#include "../../common/temp_dir.h"
 
 namespace chorus::testing {
 
