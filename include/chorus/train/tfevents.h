@@ -52,8 +52,15 @@ struct ScalarEvent {
   double wall_time = 0;
 };
 
-// Every simple_value scalar of an event file, in file order. Events of other kinds
-// (graphs, images, TF2's tensor-valued summaries) and unknown fields are skipped.
+// Every scalar of an event file, in file order: TF1-style Summary.Value{simple_value = 2}
+// (what EventWriter writes), and TF2-style (tf.summary.scalar in TensorFlow 2):
+// Value{tensor = 8: TensorProto{dtype = 1: DT_FLOAT (1) or DT_DOUBLE (2), one value in
+// float_val = 5 / double_val = 6 (packed or not) or in tensor_content = 4}} whose
+// metadata = 9: SummaryMetadata{plugin_data = 1: {plugin_name = 1: "scalars"}}, or without
+// metadata when an earlier value of the same tag in the file had it (TensorFlow may send
+// a tag's metadata once). A double is narrowed to float. Events of other kinds (graphs,
+// images, histograms, tensors of other plugins, dtypes or sizes) and unknown fields are
+// skipped.
 std::vector<ScalarEvent> read_scalars(const std::string& path);
 
 // The file_version of the file's first event ("brain.Event:2"), or "" when that event

@@ -7,9 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <set>
+#include <string_view>
 
 #include "chorus/error.h"
 #include "train/io/proto_wire.h"
+#include "util/byte_order.h"
 #include "util/log.h"
 
 namespace chorus {
@@ -21,7 +25,14 @@ namespace wire = io::proto;
 constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3,
                    kEventSummary = 5;
 constexpr uint32_t kSummaryValue = 1;
-constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2;
+constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2, kValueTensor = 8, kValueMetadata = 9;
+// TF2 scalars: a TensorProto (tensor.proto) under SummaryMetadata.plugin_data.plugin_name
+// "scalars" (summary.proto).
+constexpr uint32_t kMetadataPluginData = 1, kPluginName = 1;
+constexpr uint32_t kTensorDtype = 1, kTensorContent = 4, kTensorFloatVal = 5,
+                   kTensorDoubleVal = 6;
+constexpr uint64_t kDtFloat = 1, kDtDouble = 2;  // types.proto
+constexpr std::string_view kScalarsPlugin = "scalars";
 
 double now_seconds() {
   using namespace std::chrono;
@@ -107,32 +118,105 @@ bool in_value_oneof(uint32_t field) {
   return (field >= 2 && field <= 6) || field == 8;
 }
 
-// Appends the simple_value scalars of one Summary.Value (if it is one).
+// SummaryMetadata.plugin_data.plugin_name, or "" when absent.
+std::string_view plugin_name(std::string_view metadata, std::string_view context) {
+  std::string_view name;
+  wire::Reader r(metadata, context);
+  wire::Field f;
+  while (r.next(f)) {
+    if (f.number != kMetadataPluginData || f.type != wire::kLengthDelimited) continue;
+    wire::Reader plugin(f.bytes, context);
+    wire::Field p;
+    while (plugin.next(p)) {
+      if (p.number == kPluginName && p.type == wire::kLengthDelimited) name = p.bytes;
+    }
+  }
+  return name;
+}
+
+// Appends the values of a repeated float (size 4) or double (size 8) field, packed or not.
+void append_values(const wire::Field& f, int size, std::string_view context,
+                   std::vector<double>& out) {
+  auto push = [&](uint64_t bits) {
+    out.push_back(size == 4 ? byte_order::f32_from_bits(static_cast<uint32_t>(bits))
+                            : byte_order::f64_from_bits(bits));
+  };
+  if (f.type == (size == 4 ? wire::kFixed32 : wire::kFixed64)) return push(f.value);
+  if (f.type != wire::kLengthDelimited) return;
+  wire::Reader packed(f.bytes, context);
+  while (!packed.at_end()) push(packed.fixed(size));
+}
+
+// The value of a TensorProto holding one DT_FLOAT or DT_DOUBLE, in float_val / double_val
+// or in tensor_content; false for anything else.
+bool tensor_scalar(std::string_view tensor, std::string_view context, float& value) {
+  uint64_t dtype = 0;
+  std::vector<double> values;
+  std::string_view content;
+  wire::Reader r(tensor, context);
+  wire::Field f;
+  while (r.next(f)) {
+    if (f.number == kTensorDtype && f.type == wire::kVarint) dtype = f.value;
+    if (f.number == kTensorContent && f.type == wire::kLengthDelimited) content = f.bytes;
+    if (f.number == kTensorFloatVal) append_values(f, 4, context, values);
+    if (f.number == kTensorDoubleVal) append_values(f, 8, context, values);
+  }
+  if (dtype != kDtFloat && dtype != kDtDouble) return false;
+  const size_t size = dtype == kDtFloat ? 4 : 8;
+  if (!content.empty()) {  // tensor_content takes precedence over the repeated fields
+    if (content.size() != size) return false;
+    value = size == 4 ? byte_order::f32_from_bits(byte_order::load_u32(content.data()))
+                      : static_cast<float>(
+                            byte_order::f64_from_bits(byte_order::load_u64(content.data())));
+    return true;
+  }
+  if (values.size() != 1) return false;
+  value = static_cast<float>(values[0]);
+  return true;
+}
+
+// Appends the scalar of one Summary.Value, if it is one: a simple_value, or a tensor of
+// the "scalars" plugin. TensorFlow may write a tag's metadata only with its first value,
+// so `scalar_tags` remembers the tags seen with that plugin.
 void parse_value(std::string_view bytes, std::string_view context, const Event& e,
-                 std::vector<ScalarEvent>& out) {
+                 std::set<std::string>& scalar_tags, std::vector<ScalarEvent>& out) {
   ScalarEvent s{{}, 0, e.step, e.wall_time};
-  bool scalar = false;
+  uint32_t member = 0;  // the `value` oneof member seen last wins, as in protobuf
+  std::string_view tensor;
+  std::optional<std::string_view> metadata;
   wire::Reader r(bytes, context);
   wire::Field f;
   while (r.next(f)) {
     if (f.number == kValueTag && f.type == wire::kLengthDelimited) s.tag = std::string(f.bytes);
+    if (f.number == kValueMetadata && f.type == wire::kLengthDelimited) metadata = f.bytes;
     if (f.number == kValueSimpleValue && f.type == wire::kFixed32) {
       s.value = f.as_float();
-      scalar = true;
+      member = kValueSimpleValue;
+    } else if (f.number == kValueTensor && f.type == wire::kLengthDelimited) {
+      tensor = f.bytes;
+      member = kValueTensor;
     } else if (in_value_oneof(f.number)) {
-      scalar = false;  // a later member of the `value` oneof replaced it
+      member = f.number;  // a later member of the `value` oneof replaced it
     }
   }
-  if (scalar) out.push_back(std::move(s));
+  if (member == kValueSimpleValue) {
+    out.push_back(std::move(s));
+    return;
+  }
+  if (member != kValueTensor) return;
+  const std::string_view plugin = metadata ? plugin_name(*metadata, context) : "";
+  if (plugin == kScalarsPlugin) scalar_tags.insert(s.tag);
+  const bool scalars = plugin == kScalarsPlugin || (!metadata && scalar_tags.count(s.tag) != 0);
+  if (scalars && tensor_scalar(tensor, context, s.value)) out.push_back(std::move(s));
 }
 
 void parse_summary(std::string_view bytes, std::string_view context, const Event& e,
-                   std::vector<ScalarEvent>& out) {
+                   std::set<std::string>& scalar_tags, std::vector<ScalarEvent>& out) {
   wire::Reader r(bytes, context);
   wire::Field f;
   while (r.next(f)) {
     if (f.number == kSummaryValue && f.type == wire::kLengthDelimited) {
-      parse_value(f.bytes, context, e, out);
+      parse_value(f.bytes, context, e, scalar_tags, out);
     }
   }
 }
@@ -177,11 +261,14 @@ void EventWriter::flush() {
 std::vector<ScalarEvent> read_scalars(const std::string& path) {
   TFRecordReader reader(path);
   std::vector<ScalarEvent> out;
+  std::set<std::string> scalar_tags;  // tags whose tensors are scalars-plugin values
   std::string record;
   for (uint64_t at = reader.offset(); reader.read(record); at = reader.offset()) {
     const std::string context = record_context(path, at);
     Event e = parse_event(record, context);
-    for (std::string_view summary : e.summaries) parse_summary(summary, context, e, out);
+    for (std::string_view summary : e.summaries) {
+      parse_summary(summary, context, e, scalar_tags, out);
+    }
   }
   return out;
 }

@@ -229,6 +229,122 @@ TEST(ReadScalarsTest, EmptyOrMissingFile) {
   EXPECT_EQ(read_file_version(write_events(tmp, {"\x10\x01"})), "");
 }
 
+// ---- TF2 scalars: Value{tensor = 8} with the "scalars" plugin ----
+// Field numbers from tensorflow's summary.proto (Value: tag 1, tensor 8, metadata 9;
+// SummaryMetadata: plugin_data 1; PluginData: plugin_name 1), tensor.proto (TensorProto:
+// dtype 1, tensor_shape 2, tensor_content 4, float_val 5, double_val 6) and types.proto
+// (DT_FLOAT 1, DT_DOUBLE 2, DT_INT32 3). Built here byte by byte, without chorus's writer.
+
+std::string varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string key(uint32_t field, uint32_t wire_type) { return varint(field << 3 | wire_type); }
+std::string len_field(uint32_t field, const std::string& bytes) {
+  return key(field, 2) + varint(bytes.size()) + bytes;
+}
+std::string varint_field(uint32_t field, uint64_t v) { return key(field, 0) + varint(v); }
+std::string le(uint64_t v, int bytes) {
+  std::string out;
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  return out;
+}
+std::string f32(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return le(b, 4);
+}
+std::string f64(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, 8);
+  return le(b, 8);
+}
+
+const std::string kScalarsMetadata = len_field(1, len_field(1, "scalars") + len_field(2, ""));
+const std::string kScalarShape = len_field(2, "");  // TensorShapeProto with no dims
+
+// An Event{wall_time, step, summary{value{tag, [metadata], tensor}}}.
+std::string tensor_event(const std::string& tag, const std::string& tensor, int64_t step,
+                         const std::string& metadata = kScalarsMetadata) {
+  std::string value = len_field(1, tag) + len_field(8, tensor);
+  if (!metadata.empty()) value += len_field(9, metadata);
+  return key(1, 1) + f64(100.5) + varint_field(2, static_cast<uint64_t>(step)) +
+         len_field(5, len_field(1, value));
+}
+
+TEST(ReadScalarsTest, Tf2ScalarsPluginTensors) {
+  testing::TempDir tmp;
+  const std::string float_packed = varint_field(1, 1) + kScalarShape + len_field(5, f32(0.25f));
+  const std::string float_unpacked = varint_field(1, 1) + kScalarShape + key(5, 5) + f32(-3.5f);
+  const std::string double_packed = varint_field(1, 2) + kScalarShape + len_field(6, f64(0.125));
+  const std::string double_unpacked = varint_field(1, 2) + key(6, 1) + f64(1e300);
+  const std::string float_content = varint_field(1, 1) + kScalarShape + len_field(4, f32(7.0f));
+  const std::string double_content = varint_field(1, 2) + len_field(4, f64(-2.0));
+  auto got = read_scalars(write_events(tmp, {
+      tensor_event("epoch_loss", float_packed, 1),
+      tensor_event("epoch_loss", float_unpacked, 2),
+      tensor_event("lr", double_packed, 3),
+      tensor_event("big", double_unpacked, 4),
+      tensor_event("content/f", float_content, 5),
+      tensor_event("content/d", double_content, 6),
+  }));
+  ASSERT_EQ(got.size(), 6u);
+  const std::vector<std::pair<std::string, float>> want = {
+      {"epoch_loss", 0.25f}, {"epoch_loss", -3.5f}, {"lr", 0.125f},
+      {"big", static_cast<float>(1e300)}, {"content/f", 7.0f}, {"content/d", -2.0f}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].tag, want[i].first) << i;
+    EXPECT_EQ(got[i].value, want[i].second) << i;
+    EXPECT_EQ(got[i].step, static_cast<int64_t>(i + 1)) << i;
+    EXPECT_EQ(got[i].wall_time, 100.5) << i;
+  }
+}
+
+// TensorFlow may write a tag's metadata with its first value only.
+TEST(ReadScalarsTest, Tf2MetadataOnlyOnTheFirstValueOfATag) {
+  testing::TempDir tmp;
+  auto tensor = [](float v) { return varint_field(1, 1) + len_field(5, f32(v)); };
+  auto got = read_scalars(write_events(tmp, {
+      tensor_event("unknown", tensor(9.0f), 0, ""),  // no metadata, tag never seen: skipped
+      tensor_event("loss", tensor(1.0f), 1),
+      tensor_event("loss", tensor(0.5f), 2, ""),
+      tensor_event("loss", tensor(0.25f), 3, ""),
+  }));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].value, 1.0f);
+  EXPECT_EQ(got[1].value, 0.5f);
+  EXPECT_EQ(got[2].value, 0.25f);
+  EXPECT_EQ(got[2].step, 3);
+}
+
+TEST(ReadScalarsTest, Tf2TensorsThatAreNoScalarsAreSkipped) {
+  testing::TempDir tmp;
+  const std::string one = varint_field(1, 1) + len_field(5, f32(1.0f));
+  const std::string histogram_metadata = len_field(1, len_field(1, "histograms"));
+  std::vector<std::string> events = {
+      tensor_event("other_plugin", one, 1, histogram_metadata),
+      tensor_event("int32", varint_field(1, 3) + len_field(7, varint(5)), 2),
+      tensor_event("two", varint_field(1, 1) + len_field(5, f32(1.0f) + f32(2.0f)), 3),
+      tensor_event("no_dtype", len_field(5, f32(1.0f)), 4),
+      tensor_event("content_size", varint_field(1, 1) + len_field(4, f64(1.0)), 5),
+      tensor_event("empty", varint_field(1, 1), 6),
+  };
+  // A tensor replaced by a later simple_value is a simple_value (the oneof's last wins).
+  const std::string replaced = len_field(1, "replaced") + len_field(8, one) +
+                               len_field(9, kScalarsMetadata) + key(2, 5) + f32(4.0f);
+  events.push_back(len_field(5, len_field(1, replaced)));
+  auto got = read_scalars(write_events(tmp, events));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].tag, "replaced");
+  EXPECT_EQ(got[0].value, 4.0f);
+  // A malformed tensor is an error naming the record, as any malformed event.
+  const std::string path =
+      write_events(tmp, {tensor_event("bad", varint_field(1, 1) + len_field(5, "\x01\x02"), 1)});
+  EXPECT_THROW(read_scalars(path), InvalidArgument);
+}
+
 // ---- protoc as an independent decoder and encoder ----
 
 constexpr const char* kEventProto = R"(syntax = "proto3";
@@ -290,6 +406,59 @@ TEST(EventProtocTest, BytesEqualProtocEncoding) {
               hex(testing::run_protoc(tmp, "--encode=tensorflow.Event -I. event.proto", text)))
         << text;
   }
+}
+
+// The TF2 schema written from the field numbers above; protoc encodes the events, which
+// read_scalars must read (an encoder independent of the hand-built bytes).
+constexpr const char* kTf2Proto = R"(syntax = "proto3";
+package tf2;
+message PluginData { string plugin_name = 1; bytes content = 2; }
+message SummaryMetadata { PluginData plugin_data = 1; string display_name = 2; }
+message Dim { int64 size = 1; }
+message TensorShape { repeated Dim dim = 2; }
+message Tensor {
+  int32 dtype = 1;
+  TensorShape tensor_shape = 2;
+  bytes tensor_content = 4;
+  repeated float float_val = 5;
+  repeated double double_val = 6;
+}
+message Value {
+  string tag = 1;
+  SummaryMetadata metadata = 9;
+  oneof value { float simple_value = 2; Tensor tensor = 8; }
+}
+message Summary { repeated Value value = 1; }
+message Event { double wall_time = 1; int64 step = 2; Summary summary = 5; }
+)";
+
+TEST(EventProtocTest, Tf2ScalarsEncodedByProtoc) {
+  if (!testing::have_protoc()) GTEST_SKIP() << "protoc not installed (Debian protobuf-compiler)";
+  testing::TempDir tmp;
+  testing::write_bytes(tmp.file("tf2.proto"), kTf2Proto);
+  const std::string meta = "metadata { plugin_data { plugin_name: 'scalars' } } ";
+  const std::vector<std::string> texts = {
+      "wall_time: 2.5 step: 1 summary { value { tag: 'loss' " + meta +
+          "tensor { dtype: 1 tensor_shape {} float_val: 0.75 } } }",
+      "wall_time: 3.5 step: 2 summary { value { tag: 'loss' tensor { dtype: 1 float_val: 0.5 } } }",
+      "step: 3 summary { value { tag: 'lr' " + meta + "tensor { dtype: 2 double_val: 0.001 } } }",
+      "step: 4 summary { value { tag: 'h' metadata { plugin_data { plugin_name: 'histograms' } } "
+      "tensor { dtype: 1 float_val: 1 } } }",
+  };
+  std::vector<std::string> events;
+  for (std::string text : texts) {
+    for (auto& ch : text) ch = ch == '\'' ? '"' : ch;
+    events.push_back(testing::run_protoc(tmp, "--encode=tf2.Event -I. tf2.proto", text));
+  }
+  auto got = read_scalars(write_events(tmp, events));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].tag, "loss");
+  EXPECT_EQ(got[0].value, 0.75f);
+  EXPECT_EQ(got[0].wall_time, 2.5);
+  EXPECT_EQ(got[1].value, 0.5f);
+  EXPECT_EQ(got[1].step, 2);
+  EXPECT_EQ(got[2].tag, "lr");
+  EXPECT_EQ(got[2].value, static_cast<float>(0.001));
 }
 
 }  // namespace
