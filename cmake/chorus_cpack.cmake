@@ -32,6 +32,9 @@ programs); chorus-bench times collectives. Documentation in /usr/share/doc/choru
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME chorus-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libssl-dev, zlib1g-dev")
+if(CHORUS_WITH_MPI)  # chorus_comm's bare-mpirun bootstrap links libmpi
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libopenmpi-dev")
+endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "chorus (= ${PROJECT_VERSION}-1), cmake, pkg-config")
 # libtorch's version, from its package's version file (which sets PACKAGE_VERSION).
 function(chorus_torch_version out)

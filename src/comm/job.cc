@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "chorus/error.h"
+#include "comm/mpi_bootstrap.h"
 #include "rendezvous/job_env.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -22,7 +23,7 @@ struct Job::Impl {
   std::unique_ptr<TcpStoreClient> client;
   std::unique_ptr<PrefixStore> attempt_store;
   CommunicatorOptions options;
-  int connections = 0;                     // worlds formed so far
+  int connections = 0;                           // worlds formed so far
   std::unique_ptr<PrefixStore> reconnect_store;  // the keys of the current world, after the first
   std::unique_ptr<Communicator> world;
 };
@@ -78,29 +79,36 @@ std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
   impl->env = read_job_env();
   const JobEnv& env = impl->env;
   CommunicatorOptions opts = options;
-  opts.secret = job_secret(env, options);
+  if (env.meet_through_mpi) {
+    mpi::Meeting meeting = mpi::meet_through_mpi(
+        env, options.secret.empty() ? env.secret.value_or(Secret()) : options.secret);
+    impl->server = std::move(meeting.server);
+    impl->env.store = meeting.store;
+    opts.secret = meeting.secret;
+  } else {
+    opts.secret = job_secret(env, options);
+  }
   if (opts.store_host.empty() && env.store) opts.store_host = env.store->host;
 
   net::Endpoint store_at = env.store.value_or(net::Endpoint{"127.0.0.1", 0});
-  bool host_here = env.rank == 0 && (env.rank0_hosts_store || !env.store);
+  bool host_here = env.rank == 0 && !impl->server && (env.rank0_hosts_store || !env.store);
   if (host_here) {
     impl->server = std::make_unique<TcpStoreServer>(store_at.host, store_at.port, opts.secret);
     store_at.port = impl->server->port();
   }
-  CHORUS_CHECK_ARG(store_at.port != 0, "no rendezvous store address for rank ", env.rank,
-                   " of ", env.size, " (set CHORUS_STORE_ADDR or MASTER_ADDR/MASTER_PORT)");
-  impl->client = std::make_unique<TcpStoreClient>(store_at.host, store_at.port, opts.secret,
-                                                  opts.timeout);
+  CHORUS_CHECK_ARG(store_at.port != 0, "no rendezvous store address for rank ", env.rank, " of ",
+                   env.size, " (set CHORUS_STORE_ADDR or MASTER_ADDR/MASTER_PORT)");
+  impl->client =
+      std::make_unique<TcpStoreClient>(store_at.host, store_at.port, opts.secret, opts.timeout);
   std::string attempt = "attempt/" + std::to_string(env.restart_count) + "/";
-  impl->client->set("chorus/joined/" + std::to_string(env.restart_count) + "/" +
-                        std::to_string(env.rank),
-                    "1");
+  impl->client->set(
+      "chorus/joined/" + std::to_string(env.restart_count) + "/" + std::to_string(env.rank), "1");
   impl->attempt_store = std::make_unique<PrefixStore>(attempt, *impl->client);
   impl->options = opts;
   auto job = std::unique_ptr<Job>(new Job(std::move(impl)));
   job->reconnect();
-  CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined ("
-                           << env.source << ")";
+  CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined (" << env.source
+                           << ")";
   return job;
 }
 

@@ -17,8 +17,8 @@ namespace {
 int required_int(const char* name, int lo) {
   auto value = env_int(name);
   CHORUS_CHECK_ARG(value.has_value(), "environment variable ", name, " is not set");
-  CHORUS_CHECK_ARG(*value >= lo && *value <= INT32_MAX, "environment variable ", name, "=",
-                   *value, " is out of range (must be >= ", lo, ")");
+  CHORUS_CHECK_ARG(*value >= lo && *value <= INT32_MAX, "environment variable ", name, "=", *value,
+                   " is out of range (must be >= ", lo, ")");
   return static_cast<int>(*value);
 }
 
@@ -28,8 +28,8 @@ int optional_int(const char* name, int lo, int fallback) {
 }
 
 void check_rank(const char* rank_name, int rank, const char* size_name, int size) {
-  CHORUS_CHECK_ARG(rank < size, "environment variable ", rank_name, "=", rank,
-                   " is not below ", size_name, "=", size);
+  CHORUS_CHECK_ARG(rank < size, "environment variable ", rank_name, "=", rank, " is not below ",
+                   size_name, "=", size);
 }
 
 // local_rank/local_size (or cross_*) must both be known or both unknown, and consistent.
@@ -95,9 +95,8 @@ JobEnv read_openmpi() {
   check_rank("OMPI_COMM_WORLD_RANK", env.rank, "OMPI_COMM_WORLD_SIZE", env.size);
   env.local_rank = optional_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, -1);
   env.local_size = optional_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, -1);
-  read_store(env);
-  require_store(env, "set CHORUS_STORE_ADDR (a running store) or MASTER_ADDR and MASTER_PORT "
-                     "(rank 0 hosts it), e.g. with mpirun -x");
+  // Without an address rank 0 hosts the store and tells the others through MPI.
+  env.meet_through_mpi = !read_store(env) && env.size > 1;
   return env;
 }
 
@@ -113,8 +112,8 @@ JobEnv read_torchrun() {
   env.cross_size = optional_int("GROUP_WORLD_SIZE", 1, -1);
   // torchrun's agent serves its own (PyTorch) store on MASTER_PORT; ours takes the next one.
   auto agent_store = env_string("TORCHELASTIC_USE_AGENT_STORE");
-  bool port_taken = agent_store && (*agent_store == "True" || *agent_store == "true" ||
-                                    *agent_store == "1");
+  bool port_taken =
+      agent_store && (*agent_store == "True" || *agent_store == "true" || *agent_store == "1");
   read_store(env, port_taken ? 1 : 0);
   require_store(env, "set MASTER_ADDR and MASTER_PORT");
   if (!env_string("CHORUS_RESTART_COUNT")) {
@@ -134,8 +133,9 @@ JobEnv read_slurm() {
   env.cross_rank = optional_int("SLURM_NODEID", 0, -1);
   env.cross_size = optional_int("SLURM_NNODES", 1, -1);
   read_store(env);
-  require_store(env, "Slurm does not provide one: set CHORUS_STORE_ADDR (a running store) or "
-                     "MASTER_ADDR and MASTER_PORT (rank 0 hosts it)");
+  require_store(env,
+                "Slurm does not provide one: set CHORUS_STORE_ADDR (a running store) or "
+                "MASTER_ADDR and MASTER_PORT (rank 0 hosts it)");
   return env;
 }
 
@@ -200,8 +200,8 @@ JobEnv read_tf_config() {
   auto order = tf_rank_order(config);
   CHORUS_CHECK_ARG(!order.empty(), "TF_CONFIG: cluster has no chief, worker or ps task");
   env.size = static_cast<int>(order.size());
-  auto me = std::find(order.begin(), order.end(), std::make_pair(config.task_type,
-                                                                  config.task_index));
+  auto me =
+      std::find(order.begin(), order.end(), std::make_pair(config.task_type, config.task_index));
   CHORUS_CHECK_ARG(me != order.end(), "TF_CONFIG: task {type: '", config.task_type,
                    "', index: ", config.task_index, "} is not in the cluster");
   env.rank = static_cast<int>(me - order.begin());
@@ -222,12 +222,9 @@ struct Source {
 };
 
 const Source kSources[] = {
-    {"chorus", "CHORUS_RANK", read_chorus},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", read_openmpi},
-    {"torchrun", "RANK", read_torchrun},
-    {"tf_config", "TF_CONFIG", read_tf_config},
-    {"slurm", "SLURM_PROCID", read_slurm},
-    {"single", nullptr, read_single},
+    {"chorus", "CHORUS_RANK", read_chorus}, {"openmpi", "OMPI_COMM_WORLD_RANK", read_openmpi},
+    {"torchrun", "RANK", read_torchrun},    {"tf_config", "TF_CONFIG", read_tf_config},
+    {"slurm", "SLURM_PROCID", read_slurm},  {"single", nullptr, read_single},
 };
 
 const Source& choose_source() {

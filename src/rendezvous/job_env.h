@@ -16,7 +16,8 @@
 //
 // The store address, whatever the source: CHORUS_STORE_ADDR names a store someone else
 // hosts (chorusrun); MASTER_ADDR + MASTER_PORT (torchrun, or given by hand for
-// OpenMPI/Slurm) and TF_CONFIG's chief name a store that rank 0 hosts.
+// OpenMPI/Slurm) and TF_CONFIG's chief name a store that rank 0 hosts. A bare mpirun job
+// with neither meets through MPI (meet_through_mpi, comm/mpi_bootstrap.h).
 #pragma once
 
 #include <map>
@@ -34,10 +35,11 @@ struct JobEnv {
   int size = 1;
   int local_rank = -1;  // -1: unknown, the mesh detects it
   int local_size = -1;
-  int cross_rank = -1;  // index of this host among the job's hosts; -1: unknown
-  int cross_size = -1;  // number of hosts; -1: unknown
+  int cross_rank = -1;                 // index of this host among the job's hosts; -1: unknown
+  int cross_size = -1;                 // number of hosts; -1: unknown
   std::optional<net::Endpoint> store;  // the rendezvous store's address
   bool rank0_hosts_store = false;      // rank 0 must start the store at `store`
+  bool meet_through_mpi = false;       // bare mpirun, no address: rank 0 offers one over MPI
   std::optional<Secret> secret;
   int restart_count = 0;
   std::string source;  // "chorus", "torchrun", "openmpi", "slurm", "tf_config", "single"
@@ -46,8 +48,8 @@ struct JobEnv {
   // ps tasks, so `size` counts every task of the cluster; a ParameterServer strategy uses
   // `role` to tell servers from workers. An "evaluator" task is a job of its own (rank 0
   // of 1).
-  std::string role;     // "chief", "worker", "ps", "evaluator"
-  int task_index = -1;  // TF_CONFIG task.index
+  std::string role;                                         // "chief", "worker", "ps", "evaluator"
+  int task_index = -1;                                      // TF_CONFIG task.index
   std::map<std::string, std::vector<std::string>> cluster;  // TF_CONFIG cluster, as given
 };
 

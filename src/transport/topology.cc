@@ -42,21 +42,26 @@ std::string route_source_address(const std::string& host) {
 }
 
 std::string first_interface_address() {
+  auto all = interface_addresses();
+  return all.empty() ? "" : all.front();
+}
+
+}  // namespace
+
+std::vector<std::string> interface_addresses() {
+  std::vector<std::string> result;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "";
-  std::string result;
-  for (ifaddrs* a = list; a && result.empty(); a = a->ifa_next) {
+  if (getifaddrs(&list) != 0) return result;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
     if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
     if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
     char buf[INET_ADDRSTRLEN] = {0};
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-    result = buf;
+    result.emplace_back(buf);
   }
   freeifaddrs(list);
   return result;
 }
-
-}  // namespace
 
 std::string default_host_id() {
   char host[HOST_NAME_MAX + 1] = {0};

@@ -23,4 +23,8 @@ Topology compute_topology(int rank, const std::vector<std::string>& host_ids);
 // non-loopback IPv4 address of an interface that is up, else loopback.
 std::string detect_local_address(const std::string& store_host);
 
+// The IPv4 addresses of this host's interfaces that are up, loopback left out, in the
+// kernel's order.
+std::vector<std::string> interface_addresses();
+
 }  // namespace chorus::transport

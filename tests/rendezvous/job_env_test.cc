@@ -10,15 +10,38 @@
 namespace chorus {
 namespace {
 
-const char* const kAllVariables[] = {
-    "CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_CROSS_RANK",
-    "CHORUS_CROSS_SIZE", "CHORUS_STORE_ADDR", "CHORUS_RESTART_COUNT", "CHORUS_SECRET",
-    "CHORUS_SECRET_FILE", "CHORUS_LAUNCHER", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_NODEID",
-    "SLURM_NNODES", "TF_CONFIG"};
+const char* const kAllVariables[] = {"CHORUS_RANK",
+                                     "CHORUS_SIZE",
+                                     "CHORUS_LOCAL_RANK",
+                                     "CHORUS_LOCAL_SIZE",
+                                     "CHORUS_CROSS_RANK",
+                                     "CHORUS_CROSS_SIZE",
+                                     "CHORUS_STORE_ADDR",
+                                     "CHORUS_RESTART_COUNT",
+                                     "CHORUS_SECRET",
+                                     "CHORUS_SECRET_FILE",
+                                     "CHORUS_LAUNCHER",
+                                     "RANK",
+                                     "WORLD_SIZE",
+                                     "LOCAL_RANK",
+                                     "LOCAL_WORLD_SIZE",
+                                     "GROUP_RANK",
+                                     "GROUP_WORLD_SIZE",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "TORCHELASTIC_USE_AGENT_STORE",
+                                     "TORCHELASTIC_RESTART_COUNT",
+                                     "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                     "SLURM_PROCID",
+                                     "SLURM_NTASKS",
+                                     "SLURM_NPROCS",
+                                     "SLURM_LOCALID",
+                                     "SLURM_NODEID",
+                                     "SLURM_NNODES",
+                                     "TF_CONFIG"};
 
 class JobEnvTest : public ::testing::Test {
  protected:
@@ -143,10 +166,13 @@ TEST_F(JobEnvTest, OpenMpiWithChorusStoreOrMaster) {
   set("OMPI_COMM_WORLD_SIZE", "2");
   set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
   set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
-  expect_invalid("needs the rendezvous store's address");
+  JobEnv env = read_job_env();  // bare mpirun: rank 0 offers a store over MPI
+  EXPECT_TRUE(env.meet_through_mpi);
+  EXPECT_FALSE(env.store.has_value());
   set("MASTER_ADDR", "127.0.0.1");
   set("MASTER_PORT", "4000");
-  JobEnv env = read_job_env();
+  env = read_job_env();
+  EXPECT_FALSE(env.meet_through_mpi);
   EXPECT_EQ(env.source, "openmpi");
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.local_rank, 1);
@@ -230,11 +256,11 @@ TEST_F(JobEnvTest, TfConfigMalformed) {
        "cluster.worker must be a list"},
       {R"({"cluster": {"boss": ["a:1"]}, "task": {"type": "worker", "index": 0}})",
        "unknown role 'boss'"},
-      {R"({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}})",
-       "TF_CONFIG: "},
+      {R"({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}})", "TF_CONFIG: "},
       {R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": -1}})",
        "task.index must be a non-negative integer"},
-      {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+      {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+       "]]]]]]]]]]]]]]]]]]]]]]]]",
        "nested too deeply"},
       {"  ", "unexpected end of input"},
   };

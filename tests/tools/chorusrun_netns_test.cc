@@ -223,6 +223,48 @@ TEST_F(NetnsHosts, AHostDroppingOffMidAllreduceFailsTheJobWithinTheTimeout) {
   std::printf("  job failed %.1f s after the cut: %s\n", after_cut, m[0].str().c_str());
 }
 
+// A bare `mpirun -np 4 -H h1:2,h2:2` (its daemons started in the namespaces by
+// netns_rsh.sh), no store address and no secret given: rank 0 offers its store over MPI,
+// the ranks of the other host reach it across the bridge, and they allreduce over TCP.
+// OpenMPI's own shared memory (vader) is left out: both "hosts" are named like this machine
+// and share its /dev/shm, where their segments' names collide (a crash inside MPI).
+TEST_F(NetnsHosts, BareMpirunOnTwoHostsMeetsThroughMpi) {
+  if (!CHORUS_WITH_MPI || sh("command -v mpirun") != 0) GTEST_SKIP() << "needs MPI";
+  std::string subnet = net_ + "0/24";
+  RunSpec s({"--allow-run-as-root",
+             "-np",
+             "4",
+             "-H",
+             hosts(),
+             "--mca",
+             "plm_rsh_agent",
+             NETNS_RSH_PATH,
+             "--mca",
+             "oob_tcp_if_include",
+             subnet,
+             "--mca",
+             "btl_tcp_if_include",
+             subnet,
+             "--mca",
+             "btl",
+             "self,tcp",
+             kAllreduce,
+             "--count",
+             "1000003"},
+            {{"FAKE_SSH_NETNS", host(1) + "=" + ns(1) + " " + host(2) + "=" + ns(2)}});
+  s.program = "mpirun";
+  s.unset = {"CHORUS_RANK",   "CHORUS_STORE_ADDR",  "MASTER_ADDR",        "MASTER_PORT",
+             "CHORUS_SECRET", "CHORUS_SECRET_FILE", "CHORUS_BIND_ADDRESS"};
+  s.timeout = std::chrono::seconds(60);
+  RunResult r = run_chorusrun(s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string want = "allreduce ok rank " + std::to_string(rank) + " of 4 local " +
+                       std::to_string(rank % 2) + "/2 cross " + std::to_string(rank / 2) + "/2";
+    EXPECT_EQ(lines_with_prefix(r.out, want).size(), 1u) << want << "\n" << r.out;
+  }
+}
+
 // The real remote path: chorusrun runs OpenSSH's ssh to an sshd inside each namespace
 // (secret on ssh's stdin, env on the remote command line); the ranks allreduce over TCP.
 TEST_F(NetnsHosts, RanksStartedThroughARealSshdAllreduce) {

@@ -24,10 +24,11 @@ using Clock = std::chrono::steady_clock;
   ::dup2(err, 2);
   for (const std::string& name : spec.unset) ::unsetenv(name.c_str());
   for (const auto& kv : spec.env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
-  std::vector<char*> argv = {const_cast<char*>(CHORUSRUN_PATH)};
+  const char* program = spec.program.empty() ? CHORUSRUN_PATH : spec.program.c_str();
+  std::vector<char*> argv = {const_cast<char*>(program)};
   for (const std::string& a : spec.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  ::execv(CHORUSRUN_PATH, argv.data());
+  ::execvp(program, argv.data());
   ::_exit(126);
 }
 

@@ -26,12 +26,13 @@ struct RunSpec {
   explicit RunSpec(std::vector<std::string> a, EnvList e = {})
       : args(std::move(a)), env(std::move(e)) {}
 
-  std::vector<std::string> args;  // after "chorusrun"
-  EnvList env;                    // set for chorusrun only
+  std::vector<std::string> args;   // after "chorusrun" (or `program`)
+  EnvList env;                     // set for chorusrun only
   std::vector<std::string> unset;  // removed from chorusrun's environment
   std::chrono::milliseconds timeout{20000};
   // Called in a helper thread once chorusrun runs (e.g. to send it SIGINT).
   std::function<void(pid_t)> during;
+  std::string program;  // empty: the chorusrun under test; else run this one (PATH searched)
 };
 
 RunResult run_chorusrun(const RunSpec& spec);
