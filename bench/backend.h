@@ -60,7 +60,7 @@ class Backend {
 };
 
 struct ChorusBackendOptions {
-  std::string algorithm;  // --algo; empty: CHORUS_ALLREDUCE_ALGO or auto
+  std::string algorithm;        // --algo; empty: CHORUS_ALLREDUCE_ALGO or auto
   bool shared_buffers = false;  // --shared-buffers: buffers from Communicator::alloc_shared
 };
 

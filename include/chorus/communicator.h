@@ -47,7 +47,7 @@ struct CommunicatorOptions {
   std::string host_id;             // CHORUS_HOST_ID; empty: detected
   std::string store_host;          // the store's host: the default bind address is the
                                    // interface that reaches it (Job sets it)
-  size_t shm_ring_bytes = 0;  // CHORUS_SHM_RING_BYTES, per direction; 0: by ranks per host
+  size_t shm_ring_bytes = 0;       // CHORUS_SHM_RING_BYTES, per direction; 0: by ranks per host
   // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
   // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
   std::string tcp_congestion = "auto";
@@ -89,10 +89,10 @@ class Communicator {
 
   int rank() const;
   int size() const;
-  int local_rank() const;   // among ranks on this host
+  int local_rank() const;  // among ranks on this host
   int local_size() const;
-  int cross_rank() const;   // index of this host
-  int cross_size() const;   // number of hosts
+  int cross_rank() const;  // index of this host
+  int cross_size() const;  // number of hosts
 
   // recv[i] = op over ranks of send[i], on every rank.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
@@ -107,8 +107,7 @@ class Communicator {
   // same point, as the engine does while it groups an agreed plan), then cached.
   bool allreduce_reads_parts_in_place();
   // recv = concatenation over ranks r of r's `counts[r]` elements. counts.size() == size().
-  void allgatherv(const void* send, void* recv, const std::vector<size_t>& counts,
-                  DataType type);
+  void allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, DataType type);
   // Every rank contributes `count` elements.
   void allgather(const void* send, void* recv, size_t count, DataType type);
   // buffer on every rank becomes root's buffer.

@@ -70,7 +70,7 @@ std::string make_message(const char* file, int line, const Args&... args) {
   throw Type(::chorus::detail::make_message(__FILE__, __LINE__, __VA_ARGS__))
 
 // Throws InvalidArgument unless `cond` holds.
-#define CHORUS_CHECK_ARG(cond, ...)                        \
-  do {                                                     \
+#define CHORUS_CHECK_ARG(cond, ...)                                    \
+  do {                                                                 \
     if (!(cond)) CHORUS_THROW(::chorus::InvalidArgument, __VA_ARGS__); \
   } while (0)

@@ -74,8 +74,8 @@ class PrefixStore : public Store {
 };
 
 struct TcpStoreServerOptions {
-  int max_clients = 1024;                 // further connections are refused
-  uint32_t max_frame_bytes = 64u << 20;   // larger length prefixes drop the connection
+  int max_clients = 1024;                // further connections are refused
+  uint32_t max_frame_bytes = 64u << 20;  // larger length prefixes drop the connection
   std::chrono::milliseconds handshake_timeout{5000};
 };
 

@@ -8,8 +8,7 @@ bool ring_family(AllreduceAlgorithm requested) {
 }
 
 bool streams(const AllreduceFacts& f, const CommunicatorOptions& o) {
-  return o.shm_streaming_bytes > 0 && f.bytes >= o.shm_streaming_bytes && f.one_host &&
-         f.shm_links;
+  return o.shm_streaming_bytes > 0 && f.bytes >= o.shm_streaming_bytes && f.one_host && f.shm_links;
 }
 
 bool reads_peers(const AllreduceFacts& f, const CommunicatorOptions& o) {
@@ -94,8 +93,8 @@ const char* ring_mode_name(RingMode mode) {
 
 RingMode plan_ring(size_t bytes, const CommunicatorOptions& options,
                    const std::function<bool()>& peers_readable) {
-  bool single = options.shm_single_copy && bytes >= kSingleCopyMinBytes && peers_readable &&
-                peers_readable();
+  bool single =
+      options.shm_single_copy && bytes >= kSingleCopyMinBytes && peers_readable && peers_readable();
   return single ? RingMode::kSingleCopy : RingMode::kStream;
 }
 

@@ -37,12 +37,12 @@ struct AllreducePlan {
 
 // What an allreduce plan depends on; each the same on every rank.
 struct AllreduceFacts {
-  size_t bytes = 0;          // of the whole call
-  bool parts = false;        // several buffers (Communicator::allreduce over parts)
-  int size = 1;              // ranks
-  bool one_host = false;     // every rank on this host
-  bool shm_links = false;    // ... and linked through shared memory (not CHORUS_TRANSPORT=tcp)
-  bool has_shared = false;   // some alloc_shared memory is shared (every rank alike)
+  size_t bytes = 0;         // of the whole call
+  bool parts = false;       // several buffers (Communicator::allreduce over parts)
+  int size = 1;             // ranks
+  bool one_host = false;    // every rank on this host
+  bool shm_links = false;   // ... and linked through shared memory (not CHORUS_TRANSPORT=tcp)
+  bool has_shared = false;  // some alloc_shared memory is shared (every rank alike)
   // Collective, asked only when needed: every rank may read every peer's memory.
   std::function<bool()> peers_readable;
   // Collective, asked only when needed: every rank's send and recv lie in alloc_shared

@@ -95,8 +95,7 @@ bool Communicator::Impl::peers_readable(comm::Context& ctx) {
 
 comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, size_t bytes,
                                                          bool parts, const void* send, void* recv,
-                                                         size_t count, DataType type,
-                                                         ReduceOp op) {
+                                                         size_t count, DataType type, ReduceOp op) {
   const transport::Topology& t = mesh->topology();
   comm::AllreduceFacts f;
   f.bytes = bytes;
@@ -116,8 +115,8 @@ comm::AllreducePlan Communicator::Impl::plan(comm::Context& ctx, OpInfo& info,
   info.algorithm = last_plan = comm::allreduce_path_name(p.path);
   // Asked for by name (CHORUS_LOG_PLANS), so written whatever CHORUS_LOG_LEVEL says.
   if (options.log_plans) {
-    log_line(LogLevel::kInfo, "comm", "rank " + std::to_string(ctx.rank()) + ": " +
-                                          info.text() + ": " + p.why);
+    log_line(LogLevel::kInfo, "comm",
+             "rank " + std::to_string(ctx.rank()) + ": " + info.text() + ": " + p.why);
   }
   return p;
 }
@@ -132,8 +131,8 @@ comm::RingMode Communicator::Impl::ring_mode(comm::Context& ctx, OpInfo& info, s
 }
 
 void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::AllreducePlan& plan,
-                                       const void* send, void* recv, size_t count,
-                                       DataType type, ReduceOp op) {
+                                       const void* send, void* recv, size_t count, DataType type,
+                                       ReduceOp op) {
   using comm::AllreducePath;
   using comm::RingMode;
   switch (plan.path) {
@@ -266,9 +265,8 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
     if (plan.path == comm::AllreducePath::kRingSingleCopy) {
       return comm::allreduce_ring_parts(ctx, parts, total, type, op);
     }
-    staged(ctx, parts, total, es, [&](char* buffer) {
-      impl_->run_allreduce(ctx, plan, buffer, buffer, total, type, op);
-    });
+    staged(ctx, parts, total, es,
+           [&](char* buffer) { impl_->run_allreduce(ctx, plan, buffer, buffer, total, type, op); });
   });
 }
 

@@ -75,7 +75,7 @@ struct Communicator::Impl {
   // -1: not asked yet; 0: no; 1: every rank can. Written by the thread running collectives,
   // read by single_copy() from any thread.
   std::atomic<int> single_copy_agreed{-1};
-  comm::SharedMemory shared;  // alloc_shared's allocations and the allreduce in them
+  comm::SharedMemory shared;   // alloc_shared's allocations and the allreduce in them
   const char* last_plan = "";  // the plan of the last collective (a static string)
 };
 

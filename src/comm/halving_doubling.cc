@@ -148,5 +148,4 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
   fold_out(ctx, f, out, count * es);
 }
 
-
 }  // namespace chorus::comm

@@ -22,7 +22,7 @@ namespace chorus::comm {
 
 struct RingSpec {
   RingMode mode = RingMode::kStream;  // how units move (allreduce_plan.h)
-  const size_t* seg_off = nullptr;  // p + 1 element offsets: segment i = [off[i], off[i+1])
+  const size_t* seg_off = nullptr;    // p + 1 element offsets: segment i = [off[i], off[i+1])
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
   bool reduce_scatter = false;

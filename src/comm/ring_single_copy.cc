@@ -42,8 +42,7 @@ struct Pieces {
   std::vector<uint64_t> peer_src, peer_acc;
 
   size_t find(size_t x) const {
-    return static_cast<size_t>(std::upper_bound(start.begin(), start.end(), x) - start.begin()) -
-           1;
+    return static_cast<size_t>(std::upper_bound(start.begin(), start.end(), x) - start.begin()) - 1;
   }
 };
 
@@ -213,8 +212,8 @@ void PullRing::run() {
     bool moved = ctx_.progress.poll(t, 2);
     if (t[0].done / 8 > pulled) {
       if (in[pulled] != pulled) {
-        CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring out of step: rank ",
-                     left_rank_, " announced unit ", in[pulled], ", expected ", pulled);
+        CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring out of step: rank ", left_rank_,
+                     " announced unit ", in[pulled], ", expected ", pulled);
       }
       pull(pulled++);
       t[1].size = std::min(units, pulled + lay_.k) * 8;
@@ -227,8 +226,10 @@ void PullRing::run() {
   Transfer fin[2] = {Transfer::send(left_, &done, 8), Transfer::recv(right_, &peer_done, 8)};
   ctx_.progress.finish(fin, 2);
   if (peer_done != units) {
-    CHORUS_THROW(IoError, "rank ", lay_.r, ": single-copy ring out of step: the right neighbour "
-                 "ended after ", peer_done, " units, expected ", units);
+    CHORUS_THROW(IoError, "rank ", lay_.r,
+                 ": single-copy ring out of step: the right neighbour "
+                 "ended after ",
+                 peer_done, " units, expected ", units);
   }
 }
 

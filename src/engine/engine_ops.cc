@@ -16,9 +16,9 @@ void check_shape(const engine::Request& r) {
   }
   CHORUS_CHECK_ARG(r.shape.size() <= 64, op_type_name(r.op), " '", r.name, "': ", r.shape.size(),
                    " dimensions (at most 64)");
-  CHORUS_CHECK_ARG(engine::within_tensor_limit(r.shape, r.dtype), op_type_name(r.op), " '",
-                   r.name, "': shape ", engine::shape_text(r.shape), " is over ",
-                   engine::kMaxTensorBytes, " bytes");
+  CHORUS_CHECK_ARG(engine::within_tensor_limit(r.shape, r.dtype), op_type_name(r.op), " '", r.name,
+                   "': shape ", engine::shape_text(r.shape), " is over ", engine::kMaxTensorBytes,
+                   " bytes");
 }
 
 void check_first_dim(const engine::Request& r) {
@@ -155,8 +155,8 @@ Handle Engine::alloc_shared(const std::string& name, size_t bytes) {
   CHORUS_CHECK_ARG(bytes > 0 && bytes <= static_cast<size_t>(engine::kMaxTensorBytes),
                    "alloc_shared '", name, "': ", bytes, " bytes (must be 1 .. ",
                    engine::kMaxTensorBytes, ")");
-  auto r = make_request(name, OpType::kAllocShared, DataType::kUInt8,
-                        {static_cast<int64_t>(bytes)});
+  auto r =
+      make_request(name, OpType::kAllocShared, DataType::kUInt8, {static_cast<int64_t>(bytes)});
   return impl_->enqueue(std::move(r), nullptr, nullptr);
 }
 

@@ -118,8 +118,8 @@ size_t Executor::group_limit(bool in_place) const {
 // the same collective (and asks the communicator at the same point).
 bool Executor::in_place_group(const Response& first) const {
   const Request& a = first.agreed;
-  bool plain = a.prescale == 1.0 && (averaged_by_comm(first) ||
-                                     (a.reduce != ReduceOp::kAverage && a.postscale == 1.0));
+  bool plain = a.prescale == 1.0 &&
+               (averaged_by_comm(first) || (a.reduce != ReduceOp::kAverage && a.postscale == 1.0));
   return plain && comm_.allreduce_reads_parts_in_place();
 }
 
@@ -144,8 +144,7 @@ double Executor::post_factor(const Response& r) {
   return f;
 }
 
-void Executor::finish_reduction(const Response& r, void* dst, const void* src,
-                                size_t count) const {
+void Executor::finish_reduction(const Response& r, void* dst, const void* src, size_t count) const {
   if (averaged_by_comm(r)) {
     if (dst != src) std::memcpy(dst, src, count * dtype_size(r.agreed.dtype));
     return;

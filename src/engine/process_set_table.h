@@ -37,7 +37,7 @@ class ProcessSetTable {
 
   Communicator& comm_;
   EngineOptions child_options_;
-  mutable std::mutex mu_;                             // guards sets_
+  mutable std::mutex mu_;                            // guards sets_
   std::map<int, std::shared_ptr<ProcessSet>> sets_;  // id > 0
   int next_id_ = 1;
   uint64_t agreements_ = 0;  // names the agreement ops; the same count on every rank

@@ -23,8 +23,8 @@ std::string check_ranks(std::vector<int>& ranks, int size) {
   std::sort(ranks.begin(), ranks.end());
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= size) {
-      return "rank " + std::to_string(ranks[i]) + " is out of range [0, " +
-             std::to_string(size) + ")";
+      return "rank " + std::to_string(ranks[i]) + " is out of range [0, " + std::to_string(size) +
+             ")";
     }
     if (i > 0 && ranks[i] == ranks[i - 1]) {
       return "rank " + std::to_string(ranks[i]) + " is listed twice";
@@ -72,7 +72,7 @@ ProcessSetTable::ProcessSetTable(Communicator& comm, const EngineOptions& option
 }
 
 std::vector<std::vector<int32_t>> ProcessSetTable::gather(Engine& parent,
-                                                         const std::vector<int32_t>& mine) {
+                                                          const std::vector<int32_t>& mine) {
   const auto width = static_cast<int64_t>(mine.size());
   std::string name = "chorus.process_set." + std::to_string(agreements_++);
   Handle h = parent.allgather(name, mine.data(), DataType::kInt32, {1, width});
@@ -116,8 +116,7 @@ std::shared_ptr<ProcessSet> ProcessSetTable::add(Engine& parent, std::vector<int
   }
   std::unique_ptr<Engine> engine;
   if (std::binary_search(ranks.begin(), ranks.end(), parent.rank())) {
-    engine = Engine::start(comm_.split(ranks, "process_set/" + std::to_string(id)),
-                           child_options_);
+    engine = Engine::start(comm_.split(ranks, "process_set/" + std::to_string(id)), child_options_);
   }
   auto set = std::make_shared<ProcessSet>(id, ranks, parent.rank(), std::move(engine));
   std::lock_guard<std::mutex> lock(mu_);
@@ -129,8 +128,8 @@ void ProcessSetTable::remove(Engine& parent, int id) {
   auto rows = gather(parent, {id});
   for (int r = 1; r < parent.size(); ++r) {
     CHORUS_CHECK_ARG(rows[r][0] == rows[0][0],
-                     "remove_process_set: the ids differ between ranks: rank 0 passed ",
-                     rows[0][0], ", rank ", r, " passed ", rows[r][0]);
+                     "remove_process_set: the ids differ between ranks: rank 0 passed ", rows[0][0],
+                     ", rank ", r, " passed ", rows[r][0]);
   }
   CHORUS_CHECK_ARG(id != 0, "remove_process_set: process set 0 (every rank) cannot be removed");
   std::shared_ptr<ProcessSet> set;

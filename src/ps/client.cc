@@ -63,8 +63,8 @@ PsClient::PsClient(std::vector<std::string> ps_addresses, Secret secret, millise
   CHORUS_CHECK_ARG(!secret.empty(), "PsClient needs the job secret");
   impl_->timeout = timeout.count() > 0 ? timeout : default_timeout();
   for (size_t i = 0; i < ps_addresses.size(); ++i) {
-    impl_->ps.push_back(std::make_unique<PsConnection>(static_cast<int>(i), ps_addresses[i],
-                                                       secret, impl_->timeout));
+    impl_->ps.push_back(std::make_unique<PsConnection>(static_cast<int>(i), ps_addresses[i], secret,
+                                                       impl_->timeout));
   }
 }
 
@@ -126,7 +126,8 @@ void PsClient::Impl::assemble_layout() {
     other.ps_index = part.ps_index;
     other.shards = part.shards;
     CHORUS_CHECK_ARG(same_layout(part, other), conn->name(), " holds other variables than ",
-                     ps[0]->name(), ": the chief is re-creating them, or the ps belong to "
+                     ps[0]->name(),
+                     ": the chief is re-creating them, or the ps belong to "
                      "different jobs");
     layout.shards.insert(layout.shards.end(), part.shards.begin(), part.shards.end());
   }
@@ -147,8 +148,10 @@ const ModelLayout& PsClient::wait_for_variables(const std::vector<VariableSpec>&
         for (auto& c : impl_->ps) {
           if (!c->has_part) missing += " " + std::to_string(c->index());
         }
-        CHORUS_THROW(TimeoutError, "wait_for_variables: parameter servers", missing, " have no "
-                     "variables after ", impl_->timeout.count(), " ms (has the chief called create()?)");
+        CHORUS_THROW(TimeoutError, "wait_for_variables: parameter servers", missing,
+                     " have no "
+                     "variables after ",
+                     impl_->timeout.count(), " ms (has the chief called create()?)");
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, milliseconds(500));
@@ -157,8 +160,9 @@ const ModelLayout& PsClient::wait_for_variables(const std::vector<VariableSpec>&
   }
   const auto& have = impl_->layout.variables;
   if (expected.empty()) return impl_->layout;  // take whatever the chief created
-  CHORUS_CHECK_ARG(have.size() == expected.size(), "wait_for_variables: the parameter servers hold ",
-                   have.size(), " variables, this program has ", expected.size());
+  CHORUS_CHECK_ARG(have.size() == expected.size(),
+                   "wait_for_variables: the parameter servers hold ", have.size(),
+                   " variables, this program has ", expected.size());
   for (size_t i = 0; i < have.size(); ++i) {
     CHORUS_CHECK_ARG(have[i].name == expected[i].name && have[i].numel == expected[i].numel,
                      "wait_for_variables: variable ", i, " is '", have[i].name, "' with ",
@@ -184,9 +188,8 @@ int64_t PsClient::pull(const std::vector<float*>& dst, int64_t min_version) {
                        static_cast<size_t>(s.length) * sizeof(float)});
     }
     conn.recv_bulk(slots);  // straight into the caller's arrays
-    parse_reply(conn, meta, "pull reply", [&](PayloadReader& in) {
-      versions[static_cast<size_t>(conn.index())] = in.i64();
-    });
+    parse_reply(conn, meta, "pull reply",
+                [&](PayloadReader& in) { versions[static_cast<size_t>(conn.index())] = in.i64(); });
   });
   return *std::min_element(versions.begin(), versions.end());
 }
@@ -195,8 +198,8 @@ void PsClient::push(const std::vector<const float*>& grads, int64_t version, dou
   impl_->require_layout("push");
   impl_->check_arrays(grads.size(), "push");
   for (const float* p : grads) CHORUS_CHECK_ARG(p != nullptr, "push: a null gradient array");
-  CHORUS_CHECK_ARG(!std::isnan(learning_rate) && learning_rate < INFINITY,
-                   "push: learning rate ", learning_rate, " is not a finite number");
+  CHORUS_CHECK_ARG(!std::isnan(learning_rate) && learning_rate < INFINITY, "push: learning rate ",
+                   learning_rate, " is not a finite number");
   if (learning_rate < 0) learning_rate = -1;
   impl_->each([&](PsConnection& conn) {
     PayloadWriter meta;
@@ -210,13 +213,15 @@ void PsClient::push(const std::vector<const float*>& grads, int64_t version, dou
 PsStats PsClient::stats(int ps_index) {
   CHORUS_CHECK_ARG(ps_index >= 0 && ps_index < num_ps(), "stats: no parameter server ", ps_index);
   PsStats stats;
-  impl_->each([&](PsConnection& conn) {
-    conn.send(wire::Type::kStats, {});
-    std::string meta = conn.receive_meta();
-    parse_reply(conn, meta, "stats reply", [&](PayloadReader& in) {
-      stats = PsStats{in.i64(), in.i64(), in.i64(), in.i64()};  // braced: read in order
-    });
-  }, ps_index);
+  impl_->each(
+      [&](PsConnection& conn) {
+        conn.send(wire::Type::kStats, {});
+        std::string meta = conn.receive_meta();
+        parse_reply(conn, meta, "stats reply", [&](PayloadReader& in) {
+          stats = PsStats{in.i64(), in.i64(), in.i64(), in.i64()};  // braced: read in order
+        });
+      },
+      ps_index);
   return stats;
 }
 

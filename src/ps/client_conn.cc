@@ -23,7 +23,8 @@ std::string reply_message(const std::string& meta) {
 PsConnection::PsConnection(int index, std::string address, Secret secret,
                            std::chrono::milliseconds timeout)
     : index_(index), address_(std::move(address)), secret_(std::move(secret)), timeout_(timeout) {
-  auto [host, port] = split_address(address_, ("parameter server " + std::to_string(index)).c_str());
+  auto [host, port] =
+      split_address(address_, ("parameter server " + std::to_string(index)).c_str());
   endpoint_ = net::Endpoint{host, port};
 }
 

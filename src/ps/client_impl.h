@@ -36,8 +36,9 @@ struct PsClient::Impl {
 template <typename F>
 void PsClient::Impl::each(F&& fn, int only) {
   if (broken) {
-    CHORUS_THROW(UnavailableError, "a parameter server is unavailable: this PsClient lost one "
-                                   "earlier; restart from the last checkpoint with a new client");
+    CHORUS_THROW(UnavailableError,
+                 "a parameter server is unavailable: this PsClient lost one "
+                 "earlier; restart from the last checkpoint with a new client");
   }
   std::vector<std::exception_ptr> errors(ps.size());
   auto run = [&](size_t i) {

@@ -40,7 +40,8 @@ std::map<std::string, std::string> PsClient::save_state() {
     conn.recv_bulk({{file.data(), file.size()}});
   });
   std::map<std::string, std::string> out;
-  for (size_t i = 0; i < files.size(); ++i) out[file_name(static_cast<int>(i))] = std::move(files[i]);
+  for (size_t i = 0; i < files.size(); ++i)
+    out[file_name(static_cast<int>(i))] = std::move(files[i]);
   return out;
 }
 

@@ -60,11 +60,12 @@ void check_spec(const ClusterSpec& spec, const std::string& source) {
   auto add = [&](const std::string& address, const std::string& task) {
     split_address(address, (source + ": " + task).c_str());
     auto [it, fresh] = seen.emplace(address, task);
-    CHORUS_CHECK_ARG(fresh, source, ": address ", address, " is used by both ", it->second,
-                     " and ", task);
+    CHORUS_CHECK_ARG(fresh, source, ": address ", address, " is used by both ", it->second, " and ",
+                     task);
   };
   add(spec.chief, "chief");
-  for (size_t i = 0; i < spec.workers.size(); ++i) add(spec.workers[i], "worker " + std::to_string(i));
+  for (size_t i = 0; i < spec.workers.size(); ++i)
+    add(spec.workers[i], "worker " + std::to_string(i));
   for (size_t i = 0; i < spec.ps.size(); ++i) add(spec.ps[i], "ps " + std::to_string(i));
 }
 
@@ -72,9 +73,12 @@ void check_spec(const ClusterSpec& spec, const std::string& source) {
 
 const char* role_name(Role role) {
   switch (role) {
-    case Role::kChief: return "chief";
-    case Role::kWorker: return "worker";
-    case Role::kPs: return "ps";
+    case Role::kChief:
+      return "chief";
+    case Role::kWorker:
+      return "worker";
+    case Role::kPs:
+      return "ps";
   }
   return "?";
 }
@@ -111,8 +115,9 @@ ClusterSpec ClusterSpec::from_flags(const std::string& ps_hosts, const std::stri
 
 ClusterSpec ClusterSpec::from_env() {
   auto text = env_string("TF_CONFIG");
-  CHORUS_CHECK_ARG(text.has_value(), "TF_CONFIG is not set: a parameter-server job needs the "
-                                     "cluster (chorusrun --ps K sets it)");
+  CHORUS_CHECK_ARG(text.has_value(),
+                   "TF_CONFIG is not set: a parameter-server job needs the "
+                   "cluster (chorusrun --ps K sets it)");
   return from_tf_config(*text);
 }
 

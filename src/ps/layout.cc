@@ -50,8 +50,10 @@ bool add_elements(int64_t& total, int64_t length, int64_t limit) {
 
 int64_t max_elements_per_ps() {
   int64_t limit = env_int_or("CHORUS_PS_MAX_ELEMENTS", int64_t{1} << 31);
-  CHORUS_CHECK_ARG(limit > 0 && limit <= (int64_t{1} << 40), "CHORUS_PS_MAX_ELEMENTS must be in "
-                   "1..2^40, got ", limit);
+  CHORUS_CHECK_ARG(limit > 0 && limit <= (int64_t{1} << 40),
+                   "CHORUS_PS_MAX_ELEMENTS must be in "
+                   "1..2^40, got ",
+                   limit);
   return limit;
 }
 
@@ -140,7 +142,8 @@ void put_part(PayloadWriter& out, const PartLayout& part) {
   out.u32(static_cast<uint32_t>(part.variables.size()));
   for (const auto& v : part.variables) out.str(v.name).i64(v.numel);
   out.u32(static_cast<uint32_t>(part.shards.size()));
-  for (const auto& s : part.shards) out.u32(static_cast<uint32_t>(s.variable)).i64(s.offset).i64(s.length);
+  for (const auto& s : part.shards)
+    out.u32(static_cast<uint32_t>(s.variable)).i64(s.offset).i64(s.length);
 }
 
 // Lists are read element by element without reserving, so a hostile count fails on the
@@ -175,7 +178,8 @@ void put_config(PayloadWriter& out, const PsConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   out.u8(static_cast<uint8_t>(c.mode)).u32(static_cast<uint32_t>(c.num_workers));
   out.u8(static_cast<uint8_t>(o.kind)).u8(o.nesterov ? 1 : 0);
-  for (double v : {o.learning_rate, o.momentum, o.weight_decay, o.beta1, o.beta2, o.eps}) out.f64(v);
+  for (double v : {o.learning_rate, o.momentum, o.weight_decay, o.beta1, o.beta2, o.eps})
+    out.f64(v);
 }
 
 PsConfig get_config(PayloadReader& in) {

@@ -34,7 +34,7 @@ struct PartLayout {
   int num_ps = 1;
   std::vector<VariableSpec> variables;  // the whole model's, the same on every ps
   std::vector<Shard> shards;            // this ps's, in the order their floats travel
-  int64_t elements() const;  // REQUIRES: checked (get_part, checked_elements)
+  int64_t elements() const;             // REQUIRES: checked (get_part, checked_elements)
 };
 
 // The part's elements, summed with overflow checks (a numel may be up to 2^63 - 1, so a

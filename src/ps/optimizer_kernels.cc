@@ -62,16 +62,22 @@ int slot_count(const OptimizerConfig& config) {
 void check_optimizer(const OptimizerConfig& c) {
   CHORUS_CHECK_ARG(c.kind == OptimizerConfig::Kind::kSgd || c.kind == OptimizerConfig::Kind::kAdam,
                    "optimizer: unknown kind ", static_cast<int>(c.kind));
-  CHORUS_CHECK_ARG(finite_nonnegative(c.learning_rate), "optimizer: learning_rate must be a "
-                   "finite number >= 0, got ", c.learning_rate);
-  CHORUS_CHECK_ARG(finite_nonnegative(c.weight_decay), "optimizer: weight_decay must be a "
-                   "finite number >= 0, got ", c.weight_decay);
-  CHORUS_CHECK_ARG(finite_nonnegative(c.momentum), "optimizer: momentum must be a finite "
-                   "number >= 0, got ", c.momentum);
+  CHORUS_CHECK_ARG(finite_nonnegative(c.learning_rate),
+                   "optimizer: learning_rate must be a "
+                   "finite number >= 0, got ",
+                   c.learning_rate);
+  CHORUS_CHECK_ARG(finite_nonnegative(c.weight_decay),
+                   "optimizer: weight_decay must be a "
+                   "finite number >= 0, got ",
+                   c.weight_decay);
+  CHORUS_CHECK_ARG(finite_nonnegative(c.momentum),
+                   "optimizer: momentum must be a finite "
+                   "number >= 0, got ",
+                   c.momentum);
   CHORUS_CHECK_ARG(!c.nesterov || c.momentum > 0, "optimizer: nesterov needs momentum > 0");
-  CHORUS_CHECK_ARG(finite_nonnegative(c.beta1) && c.beta1 < 1 && finite_nonnegative(c.beta2) &&
-                       c.beta2 < 1, "optimizer: Adam betas must be in [0, 1), got (", c.beta1,
-                   ", ", c.beta2, ")");
+  CHORUS_CHECK_ARG(
+      finite_nonnegative(c.beta1) && c.beta1 < 1 && finite_nonnegative(c.beta2) && c.beta2 < 1,
+      "optimizer: Adam betas must be in [0, 1), got (", c.beta1, ", ", c.beta2, ")");
   CHORUS_CHECK_ARG(finite_nonnegative(c.eps), "optimizer: eps must be a finite number >= 0");
 }
 

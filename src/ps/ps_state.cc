@@ -11,7 +11,8 @@ namespace {
 
 ShardView view_of(ShardState& s) {
   return ShardView{s.values.data(), s.slot0.empty() ? nullptr : s.slot0.data(),
-                   s.slot1.empty() ? nullptr : s.slot1.data(), static_cast<int64_t>(s.values.size())};
+                   s.slot1.empty() ? nullptr : s.slot1.data(),
+                   static_cast<int64_t>(s.values.size())};
 }
 
 void copy_floats(float* dst, const std::string& src, size_t& at, size_t n) {
@@ -73,10 +74,12 @@ int64_t PsState::elements(int64_t& generation) const {
 }
 
 const Model& PsState::model_or_throw(int64_t generation) const {
-  CHORUS_CHECK_ARG(model_ != nullptr, "the parameter server has no variables yet (the chief "
-                                      "has not called create())");
-  CHORUS_CHECK_ARG(generation == generation_, "the chief re-created the variables during this "
-                                              "request");
+  CHORUS_CHECK_ARG(model_ != nullptr,
+                   "the parameter server has no variables yet (the chief "
+                   "has not called create())");
+  CHORUS_CHECK_ARG(generation == generation_,
+                   "the chief re-created the variables during this "
+                   "request");
   return *model_;
 }
 
@@ -129,7 +132,8 @@ PsState::PushResult PsState::push(int64_t generation, int64_t tag, double lr, co
   }
   for (const auto& shard : model.shards) {  // shard by shard: other pushes run alongside
     std::lock_guard<std::mutex> guard(shard->mu);
-    apply_update(model.config.optimizer, rate, view_of(*shard), grads + shard->begin, ++shard->step);
+    apply_update(model.config.optimizer, rate, view_of(*shard), grads + shard->begin,
+                 ++shard->step);
   }
   std::lock_guard<std::mutex> round(round_mu_);
   ++applied_;
@@ -145,8 +149,10 @@ PsState::PushResult PsState::push_sync(int64_t tag, double lr, const float* grad
     ++dropped_;
     return {false, version_};
   }
-  CHORUS_CHECK_ARG(tag == version_, "push for version ", tag, " but the parameter server is at "
-                   "version ", version_, " (a worker cannot be ahead of the servers)");
+  CHORUS_CHECK_ARG(tag == version_, "push for version ", tag,
+                   " but the parameter server is at "
+                   "version ",
+                   version_, " (a worker cannot be ahead of the servers)");
   if (lr >= 0) lr_ = lr;
   const auto n = static_cast<size_t>(model_->elements);
   if (accum_.size() != n) accum_.assign(n, 0.0f);
@@ -190,7 +196,8 @@ std::string PsState::save() const {
   CHORUS_CHECK_ARG(model_ != nullptr, "the parameter server has no variables yet");
   std::lock_guard<std::mutex> round(round_mu_);  // no kSync round completes meanwhile
   std::string out = encode_state_header(header_locked());
-  out.reserve(out.size() + static_cast<size_t>(state_floats(model_->part, model_->config.optimizer)) * 4);
+  out.reserve(out.size() +
+              static_cast<size_t>(state_floats(model_->part, model_->config.optimizer)) * 4);
   for (const auto& shard : model_->shards) {
     std::lock_guard<std::mutex> guard(shard->mu);
     for (const auto* a : {&shard->values, &shard->slot0, &shard->slot1}) {

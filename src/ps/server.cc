@@ -47,7 +47,7 @@ struct ParameterServer::Impl {
   std::mutex stop_mu;  // serialises stop()
   std::mutex exit_mu;
   std::condition_variable exit_cv;
-  bool exit_requested = false;  // guarded by exit_mu
+  bool exit_requested = false;          // guarded by exit_mu
   rendezvous::ConnectionServer server;  // its self-pipe is written once at stop, never drained
 };
 

@@ -77,14 +77,22 @@ void Handler::receive_bulk(const std::vector<wire::Slot>& slots) {
 Reply Handler::dispatch(const std::string& meta) {
   PayloadReader in(meta);
   switch (header_.type) {
-    case Type::kCreate: return create(in);
-    case Type::kLayout: return layout(in);
-    case Type::kPull: return pull(in);
-    case Type::kPush: return push(in);
-    case Type::kStats: return stats(in);
-    case Type::kSave: return save(in);
-    case Type::kRestore: return restore(in);
-    case Type::kShutdown: return shutdown(in);
+    case Type::kCreate:
+      return create(in);
+    case Type::kLayout:
+      return layout(in);
+    case Type::kPull:
+      return pull(in);
+    case Type::kPush:
+      return push(in);
+    case Type::kStats:
+      return stats(in);
+    case Type::kSave:
+      return save(in);
+    case Type::kRestore:
+      return restore(in);
+    case Type::kShutdown:
+      return shutdown(in);
     default:
       CHORUS_THROW(IoError, "unknown ps request type ", static_cast<int>(header_.type));
   }
@@ -97,7 +105,8 @@ Reply Handler::create(PayloadReader& in) {
   expect_bulk(static_cast<uint64_t>(part.elements()) * sizeof(float));
   auto model = PsState::new_model(std::move(part), config);  // sizes checked above
   std::vector<wire::Slot> slots;
-  for (auto& shard : model->shards) slots.push_back({shard->values.data(), shard->values.size() * sizeof(float)});
+  for (auto& shard : model->shards)
+    slots.push_back({shard->values.data(), shard->values.size() * sizeof(float)});
   receive_bulk(slots);
   CHORUS_LOG(kInfo, "ps") << "created " << model->part.variables.size() << " variables, "
                           << model->elements << " elements here, for " << ctx_.conn.peer;
@@ -124,22 +133,30 @@ Reply Handler::pull(PayloadReader& in) {
   in.finish();
   receive_bulk({});
   int fd = ctx_.conn.fd.get();
-  auto result = ctx_.state.wait_version(min_version, Deadline::after(std::chrono::milliseconds(wait_ms)),
-                                        [fd] { return peer_gone(fd); });
+  auto result =
+      ctx_.state.wait_version(min_version, Deadline::after(std::chrono::milliseconds(wait_ms)),
+                              [fd] { return peer_gone(fd); });
   if (result == PsState::WaitResult::kPeerGone) CHORUS_THROW(IoError, "client left during a pull");
   if (result == PsState::WaitResult::kStopped) {
-    return {Type::kStopping, PayloadWriter().str("the parameter server is shutting down").take(), {}};
+    return {
+        Type::kStopping, PayloadWriter().str("the parameter server is shutting down").take(), {}};
   }
   if (result == PsState::WaitResult::kTimeout) {
-    return {Type::kTimeout, PayloadWriter().str("version " + std::to_string(min_version) +
-            " was not reached within " + std::to_string(wait_ms) + " ms (ps at version " +
-            std::to_string(ctx_.state.stats().version) + ")").take(), {}};
+    return {Type::kTimeout,
+            PayloadWriter()
+                .str("version " + std::to_string(min_version) + " was not reached within " +
+                     std::to_string(wait_ms) + " ms (ps at version " +
+                     std::to_string(ctx_.state.stats().version) + ")")
+                .take(),
+            {}};
   }
   int64_t generation = 0;
   ctx_.state.elements(generation);
   auto& values = ctx_.conn.scratch;
   int64_t version = ctx_.state.read_values(generation, values);
-  return {Type::kOk, PayloadWriter().i64(version).take(), {{values.data(), values.size() * sizeof(float)}}};
+  return {Type::kOk,
+          PayloadWriter().i64(version).take(),
+          {{values.data(), values.size() * sizeof(float)}}};
 }
 
 Reply Handler::push(PayloadReader& in) {
@@ -161,8 +178,14 @@ Reply Handler::stats(PayloadReader& in) {
   in.finish();
   receive_bulk({});
   PsStats s = ctx_.state.stats();
-  return {Type::kOk, PayloadWriter().i64(s.version).i64(s.pushes_applied).i64(s.pushes_dropped)
-                         .i64(s.elements).take(), {}};
+  return {Type::kOk,
+          PayloadWriter()
+              .i64(s.version)
+              .i64(s.pushes_applied)
+              .i64(s.pushes_dropped)
+              .i64(s.elements)
+              .take(),
+          {}};
 }
 
 Reply Handler::save(PayloadReader& in) {

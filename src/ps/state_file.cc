@@ -61,8 +61,10 @@ uint64_t state_file_size(const PartLayout& part, const PsConfig& config) {
 }
 
 StateHeader decode_state(const std::string& file, size_t& floats_at) {
-  CHORUS_CHECK_ARG(file.size() >= kPrefixBytes, "ps state file: truncated (", file.size(), " bytes)");
-  CHORUS_CHECK_ARG(read_u32(file, 0) == kStateMagic, "ps state file: bad magic (not a ps state file)");
+  CHORUS_CHECK_ARG(file.size() >= kPrefixBytes, "ps state file: truncated (", file.size(),
+                   " bytes)");
+  CHORUS_CHECK_ARG(read_u32(file, 0) == kStateMagic,
+                   "ps state file: bad magic (not a ps state file)");
   CHORUS_CHECK_ARG(read_u32(file, 4) == kStateFormat, "ps state file: format ", read_u32(file, 4),
                    " is not supported (this build reads ", kStateFormat, ")");
   uint32_t header_bytes = read_u32(file, 8);

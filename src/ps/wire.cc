@@ -42,7 +42,8 @@ void transfer(int fd, std::vector<iovec> iov, bool sending, Deadline deadline, c
       first = advance(iov, first, static_cast<size_t>(k));
       continue;
     }
-    if (k == 0 && !sending) CHORUS_THROW(IoError, what, ": connection closed by peer ", net::peer_name(fd));
+    if (k == 0 && !sending)
+      CHORUS_THROW(IoError, what, ": connection closed by peer ", net::peer_name(fd));
     if (k < 0 && errno == EINTR) continue;
     if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       CHORUS_THROW(IoError, what, ": ", sending ? "send to " : "receive from ", net::peer_name(fd),
@@ -89,15 +90,17 @@ bool receive(int fd, Deadline deadline, const char* what, Header& header, std::s
                  " (not a chorus ps peer, or the stream is corrupt)");
   }
   if (version != kVersion) {
-    CHORUS_THROW(IoError, what, ": unsupported ps protocol version ", version, " (this build speaks ",
-                 kVersion, ")");
+    CHORUS_THROW(IoError, what, ": unsupported ps protocol version ", version,
+                 " (this build speaks ", kVersion, ")");
   }
   header.type = static_cast<Type>(byte_order::load_u16(raw + 6));
   header.meta_bytes = byte_order::load_u32(raw + 8);
   header.bulk_bytes = byte_order::load_u64(raw + 12);
   if (header.meta_bytes > kMaxMetaBytes) {
-    CHORUS_THROW(IoError, what, ": ", header.meta_bytes, " bytes of message fields is over the "
-                 "limit of ", kMaxMetaBytes);
+    CHORUS_THROW(IoError, what, ": ", header.meta_bytes,
+                 " bytes of message fields is over the "
+                 "limit of ",
+                 kMaxMetaBytes);
   }
   net::recv_growing(fd, meta, header.meta_bytes, deadline, what);  // not the announced length
   return true;

@@ -25,10 +25,10 @@ constexpr uint32_t kMaxMetaBytes = 64u << 20;
 constexpr const char* kPurpose = "ps";  // bound into the handshake MAC
 
 enum class Type : uint16_t {
-  kCreate = 1,    // meta: layout part, config          bulk: initial values
-  kLayout = 2,    // -> meta: u8 created [, part, config]
-  kPull = 3,      // meta: i64 min_version, i64 wait_ms -> meta: i64 version, bulk: values
-  kPush = 4,      // meta: i64 version, f64 lr          bulk: gradients -> meta: u8 applied, i64 version
+  kCreate = 1,  // meta: layout part, config          bulk: initial values
+  kLayout = 2,  // -> meta: u8 created [, part, config]
+  kPull = 3,    // meta: i64 min_version, i64 wait_ms -> meta: i64 version, bulk: values
+  kPush = 4,  // meta: i64 version, f64 lr          bulk: gradients -> meta: u8 applied, i64 version
   kStats = 5,     // -> meta: i64 version, applied, dropped, elements
   kSave = 6,      // -> bulk: the state file
   kRestore = 7,   // bulk: a state file

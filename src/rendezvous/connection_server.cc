@@ -110,8 +110,8 @@ void ConnectionServer::accept_one() {
   if (options_.on_accept && !options_.on_accept(*conn)) return;
   std::lock_guard<std::mutex> lock(conns_mu_);
   if (options_.max_clients > 0 && conns_.size() >= static_cast<size_t>(options_.max_clients)) {
-    CHORUS_LOG(kWarning, tag) << "refused " << conn->peer << ": already serving "
-                              << conns_.size() << " clients (max_clients)";
+    CHORUS_LOG(kWarning, tag) << "refused " << conn->peer << ": already serving " << conns_.size()
+                              << " clients (max_clients)";
     return;
   }
   // Listed before its thread starts, so that no failure here (push_back's std::bad_alloc)

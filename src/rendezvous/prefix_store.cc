@@ -21,7 +21,9 @@ int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_.add(prefix_ + key, delta);
 }
 
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_.check(prefixed(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_.check(prefixed(keys));
+}
 
 bool PrefixStore::remove(const std::string& key) { return base_.remove(prefix_ + key); }
 

@@ -53,8 +53,8 @@ class JsonReader {
     CHORUS_THROW(InvalidArgument, "TF_CONFIG: malformed JSON at offset ", pos_, ": ", what);
   }
   void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -163,9 +163,10 @@ class JsonReader {
     uint32_t cp = 0;
     for (int i = 0; i < 4; ++i) {
       char h = s_[pos_++];
-      int d = (h >= '0' && h <= '9') ? h - '0'
+      int d = (h >= '0' && h <= '9')   ? h - '0'
               : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-              : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+              : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                       : -1;
       if (d < 0) fail("bad hex digit in \\u escape");
       cp = cp * 16 + static_cast<uint32_t>(d);
     }
@@ -238,7 +239,8 @@ inline Config parse(const std::string& text) {
   const Json* task = root.find("task");
   CHORUS_CHECK_ARG(cluster && cluster->kind == Json::Kind::kObject,
                    "TF_CONFIG: 'cluster' must be an object");
-  CHORUS_CHECK_ARG(task && task->kind == Json::Kind::kObject, "TF_CONFIG: 'task' must be an object");
+  CHORUS_CHECK_ARG(task && task->kind == Json::Kind::kObject,
+                   "TF_CONFIG: 'task' must be an object");
   Config config;
   for (const auto& [role, list] : cluster->members) {
     CHORUS_CHECK_ARG(role == "chief" || role == "worker" || role == "ps" || role == "evaluator",
@@ -248,7 +250,8 @@ inline Config parse(const std::string& text) {
   CHORUS_CHECK_ARG(config.cluster["chief"].size() <= 1, "TF_CONFIG: more than one chief");
   if (config.cluster["chief"].empty()) config.cluster.erase("chief");
   const Json* type = task->find("type");
-  CHORUS_CHECK_ARG(type && type->kind == Json::Kind::kString, "TF_CONFIG: task.type must be a string");
+  CHORUS_CHECK_ARG(type && type->kind == Json::Kind::kString,
+                   "TF_CONFIG: task.type must be a string");
   config.task_type = type->text;
   const Json* index = task->find("index");
   config.task_index = index ? small_int(*index, "task.index") : 0;
@@ -256,9 +259,9 @@ inline Config parse(const std::string& text) {
   auto it = config.cluster.find(config.task_type);
   CHORUS_CHECK_ARG(it != config.cluster.end(), "TF_CONFIG: task.type '", config.task_type,
                    "' is not a role of the cluster");
-  CHORUS_CHECK_ARG(config.task_index < static_cast<int>(it->second.size()), "TF_CONFIG: task.index ",
-                   config.task_index, " is not below the number of ", config.task_type, " tasks (",
-                   it->second.size(), ")");
+  CHORUS_CHECK_ARG(config.task_index < static_cast<int>(it->second.size()),
+                   "TF_CONFIG: task.index ", config.task_index, " is not below the number of ",
+                   config.task_type, " tasks (", it->second.size(), ")");
   return config;
 }
 

@@ -153,13 +153,15 @@ class TensorBoard : public Callback {
   }
   void on_train_batch_end(TrainContext& ctx, const Logs& logs) override {
     if (!train_ || freq_ == 0 || ctx.global_step % freq_ != 0) return;
-    for (const auto& [k, v] : logs) train_->add_scalar("batch_" + k, static_cast<float>(v), ctx.global_step);
+    for (const auto& [k, v] : logs)
+      train_->add_scalar("batch_" + k, static_cast<float>(v), ctx.global_step);
   }
   void on_epoch_end(TrainContext& ctx, const Logs& logs) override {
     if (!train_) return;
     for (const auto& [k, v] : logs) {
       const bool val = k.rfind("val_", 0) == 0;
-      (val ? *validation_ : *train_).add_scalar("epoch_" + (val ? k.substr(4) : k), static_cast<float>(v), ctx.epoch);
+      (val ? *validation_ : *train_)
+          .add_scalar("epoch_" + (val ? k.substr(4) : k), static_cast<float>(v), ctx.epoch);
     }
     train_->flush();
     validation_->flush();
@@ -224,11 +226,13 @@ class LearningRateScheduler : public Callback {
 class LearningRateWarmup : public Callback {
  public:
   LearningRateWarmup(double target, double epochs) : target_(target), epochs_(epochs) {
-    CHORUS_CHECK_ARG(target > 0 && epochs > 0, "learning_rate_warmup: target_lr and warmup_epochs must be > 0");
+    CHORUS_CHECK_ARG(target > 0 && epochs > 0,
+                     "learning_rate_warmup: target_lr and warmup_epochs must be > 0");
   }
   void on_train_begin(TrainContext& ctx) override {
-    CHORUS_CHECK_ARG(ctx.steps_per_epoch > 0,
-                     "learning_rate_warmup: needs a known number of steps per epoch (pass steps_per_epoch)");
+    CHORUS_CHECK_ARG(
+        ctx.steps_per_epoch > 0,
+        "learning_rate_warmup: needs a known number of steps per epoch (pass steps_per_epoch)");
   }
   void on_train_batch_begin(TrainContext& ctx) override {
     if (done_) return;
@@ -253,8 +257,10 @@ class EarlyStopping : public Callback {
   explicit EarlyStopping(EarlyStoppingOptions o) : o_(std::move(o)) {
     CHORUS_CHECK_ARG(o_.mode == "min" || o_.mode == "max" || o_.mode == "auto",
                      "early_stopping: mode must be min, max or auto, got '", o_.mode, "'");
-    CHORUS_CHECK_ARG(o_.patience >= 0 && o_.min_delta >= 0, "early_stopping: patience and min_delta must be >= 0");
-    maximize_ = o_.mode == "max" || (o_.mode == "auto" && o_.monitor.find("acc") != std::string::npos);
+    CHORUS_CHECK_ARG(o_.patience >= 0 && o_.min_delta >= 0,
+                     "early_stopping: patience and min_delta must be >= 0");
+    maximize_ =
+        o_.mode == "max" || (o_.mode == "auto" && o_.monitor.find("acc") != std::string::npos);
   }
   void on_epoch_end(TrainContext& ctx, const Logs& logs) override {
     auto it = logs.find(o_.monitor);
@@ -282,7 +288,8 @@ class EarlyStopping : public Callback {
 std::shared_ptr<Callback> model_checkpoint(std::string directory, ModelCheckpointOptions options) {
   return std::make_shared<ModelCheckpoint>(std::move(directory), options);
 }
-std::shared_ptr<Callback> backup_and_restore(std::string backup_dir, BackupAndRestoreOptions options) {
+std::shared_ptr<Callback> backup_and_restore(std::string backup_dir,
+                                             BackupAndRestoreOptions options) {
   return std::make_shared<BackupAndRestore>(std::move(backup_dir), options);
 }
 std::shared_ptr<Callback> tensorboard(std::string log_dir, int64_t update_freq_steps) {

@@ -35,7 +35,8 @@ class SparseCategoricalAccuracy : public Metric {
  public:
   std::string name() const override { return "accuracy"; }
   size_t num_sums() const override { return 2; }
-  std::vector<double> batch_sums(const at::Tensor& output, const at::Tensor& target) const override {
+  std::vector<double> batch_sums(const at::Tensor& output,
+                                 const at::Tensor& target) const override {
     const auto correct = output.argmax(1).eq(target.to(at::kLong)).sum().item<int64_t>();
     return {static_cast<double>(correct), static_cast<double>(target.size(0))};
   }

@@ -5,7 +5,10 @@
 namespace chorus {
 
 ProgressBar::ProgressBar(int64_t total, std::FILE* out, bool interactive)
-    : total_(total), out_(out), interactive_(interactive), start_(std::chrono::steady_clock::now()) {}
+    : total_(total),
+      out_(out),
+      interactive_(interactive),
+      start_(std::chrono::steady_clock::now()) {}
 
 double ProgressBar::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -40,7 +43,8 @@ std::string ProgressBar::duration(double seconds) {
   char buf[32];
   if (seconds >= 3600) {
     std::snprintf(buf, sizeof buf, "%d:%02d:%02d", static_cast<int>(seconds / 3600),
-                  static_cast<int>(std::fmod(seconds, 3600) / 60), static_cast<int>(std::fmod(seconds, 60)));
+                  static_cast<int>(std::fmod(seconds, 3600) / 60),
+                  static_cast<int>(std::fmod(seconds, 60)));
   } else if (seconds >= 60) {
     std::snprintf(buf, sizeof buf, "%d:%02d", static_cast<int>(seconds / 60),
                   static_cast<int>(std::fmod(seconds, 60)));
@@ -73,7 +77,8 @@ void ProgressBar::finish(int64_t done, const std::map<std::string, double>& logs
   char per_step[32];
   const double ms = done > 0 ? 1000.0 * t / static_cast<double>(done) : 0.0;
   std::snprintf(per_step, sizeof per_step, " %.0fms/step", ms);
-  emit(bar(done, total_ > 0 ? total_ : done) + " - " + duration(t) + per_step + metrics(logs), true);
+  emit(bar(done, total_ > 0 ? total_ : done) + " - " + duration(t) + per_step + metrics(logs),
+       true);
 }
 
 void ProgressBar::emit(const std::string& line, bool final) {

@@ -89,7 +89,8 @@ ps::OptimizerConfig optimizer_config(::torch::optim::Optimizer& optimizer) {
     c.nesterov = sgd->nesterov();
     c.weight_decay = sgd->weight_decay();
   } else if (auto* adam = dynamic_cast<::torch::optim::AdamOptions*>(&options)) {
-    CHORUS_CHECK_ARG(!adam->amsgrad(), "ParameterServerStrategy: Adam with amsgrad is not supported");
+    CHORUS_CHECK_ARG(!adam->amsgrad(),
+                     "ParameterServerStrategy: Adam with amsgrad is not supported");
     c.kind = ps::OptimizerConfig::Kind::kAdam;
     c.learning_rate = adam->lr();
     c.beta1 = std::get<0>(adam->betas());
@@ -105,7 +106,8 @@ ps::OptimizerConfig optimizer_config(::torch::optim::Optimizer& optimizer) {
 }
 
 std::chrono::milliseconds resolve(std::chrono::milliseconds t) {
-  return t.count() > 0 ? t : std::chrono::duration_cast<std::chrono::milliseconds>(default_timeout());
+  return t.count() > 0 ? t
+                       : std::chrono::duration_cast<std::chrono::milliseconds>(default_timeout());
 }
 
 }  // namespace
@@ -127,7 +129,8 @@ struct ParameterServerStrategy::Impl {
   bool finished = false;
 
   ps::PsClient& ps_client() {
-    if (!client) client = std::make_unique<ps::PsClient>(cluster.ps, secret, resolve(options.timeout));
+    if (!client)
+      client = std::make_unique<ps::PsClient>(cluster.ps, secret, resolve(options.timeout));
     return *client;
   }
   void pull_into(ReplicatedModel& m, int64_t min_version);
@@ -172,7 +175,8 @@ void ParameterServerStrategy::Impl::create_variables() {
   round_base = 0;
 }
 
-std::string ParameterServerStrategy::Impl::run_step(const std::string& name, const std::string& argument) {
+std::string ParameterServerStrategy::Impl::run_step(const std::string& name,
+                                                    const std::string& argument) {
   auto it = steps.find(name);
   CHORUS_CHECK_ARG(it != steps.end(), "ParameterServerStrategy: worker ", cluster.task_index,
                    " has no step named '", name, "' (define_step it on every task)");
@@ -197,7 +201,8 @@ namespace {
 
 class PsSync : public GradientSync {
  public:
-  PsSync(ParameterServerStrategy::Impl& impl, ReplicatedModel& model, ::torch::optim::Optimizer& optimizer)
+  PsSync(ParameterServerStrategy::Impl& impl, ReplicatedModel& model,
+         ::torch::optim::Optimizer& optimizer)
       : impl_(impl), model_(model), optimizer_(optimizer) {}
   void apply() override;
   void zero_grad() override { optimizer_.zero_grad(); }
@@ -212,8 +217,9 @@ class PsSync : public GradientSync {
 }  // namespace
 
 void PsSync::apply() {
-  CHORUS_CHECK_ARG(impl_.cluster.role == ps::Role::kWorker,
-                   "ParameterServerStrategy: gradients are applied by workers inside scheduled steps");
+  CHORUS_CHECK_ARG(
+      impl_.cluster.role == ps::Role::kWorker,
+      "ParameterServerStrategy: gradients are applied by workers inside scheduled steps");
   impl_.push_from(model_);
   zero_grad();
 }
@@ -225,14 +231,18 @@ ParameterServerStrategy::ParameterServerStrategy() : ParameterServerStrategy(Opt
 ParameterServerStrategy::ParameterServerStrategy(Options options)
     : ParameterServerStrategy(ps::ClusterSpec::from_env(), Secret{}, options) {}
 
-ParameterServerStrategy::ParameterServerStrategy(ps::ClusterSpec cluster, Secret secret, Options options)
-    : Strategy(cluster.num_workers(), cluster.role == ps::Role::kWorker ? cluster.task_index : 0, 1, nullptr),
+ParameterServerStrategy::ParameterServerStrategy(ps::ClusterSpec cluster, Secret secret,
+                                                 Options options)
+    : Strategy(cluster.num_workers(), cluster.role == ps::Role::kWorker ? cluster.task_index : 0, 1,
+               nullptr),
       impl_(std::make_unique<Impl>()) {
   cluster.validate();
-  CHORUS_CHECK_ARG(options.max_staleness >= 0, "ParameterServerStrategy: max_staleness must be >= 0, got ",
+  CHORUS_CHECK_ARG(options.max_staleness >= 0,
+                   "ParameterServerStrategy: max_staleness must be >= 0, got ",
                    options.max_staleness);
   CHORUS_CHECK_ARG(options.rounds_in_flight >= 1,
-                   "ParameterServerStrategy: rounds_in_flight must be >= 1, got ", options.rounds_in_flight);
+                   "ParameterServerStrategy: rounds_in_flight must be >= 1, got ",
+                   options.rounds_in_flight);
   impl_->secret = secret.empty() ? ps::cluster_secret(cluster) : std::move(secret);
   impl_->cluster = std::move(cluster);
   impl_->options = options;
@@ -263,14 +273,17 @@ ParameterServerStrategy::~ParameterServerStrategy() {
 bool ParameterServerStrategy::is_chief() const { return impl_->cluster.role == ps::Role::kChief; }
 ps::Role ParameterServerStrategy::role() const { return impl_->cluster.role; }
 const ps::ClusterSpec& ParameterServerStrategy::cluster() const { return impl_->cluster; }
-const ParameterServerStrategy::Options& ParameterServerStrategy::options() const { return impl_->options; }
+const ParameterServerStrategy::Options& ParameterServerStrategy::options() const {
+  return impl_->options;
+}
 
 ReplicatedModel ParameterServerStrategy::make_model(const ModelFactory& factory) {
   CHORUS_CHECK_ARG(role() != ps::Role::kPs, "ParameterServerStrategy: a ps task builds no model");
   return ReplicatedModel({factory()}, /*shared_variables=*/false);
 }
 
-GradientUpdater ParameterServerStrategy::make_updater(ReplicatedModel& model, ::torch::optim::Optimizer& optimizer) {
+GradientUpdater ParameterServerStrategy::make_updater(ReplicatedModel& model,
+                                                      ::torch::optim::Optimizer& optimizer) {
   CHORUS_CHECK_ARG(role() != ps::Role::kPs, "ParameterServerStrategy: a ps task has no optimizer");
   Impl& impl = *impl_;
   impl.model = &model;
@@ -278,7 +291,8 @@ GradientUpdater ParameterServerStrategy::make_updater(ReplicatedModel& model, ::
   const auto specs = variable_specs(model);
   CHORUS_CHECK_ARG(!specs.empty(), "ParameterServerStrategy: the model has no parameters");
   if (is_chief()) {
-    impl.layout = {specs, ps::size_balanced(specs, impl.cluster.num_ps(), impl.options.max_shard_elements)};
+    impl.layout = {
+        specs, ps::size_balanced(specs, impl.cluster.num_ps(), impl.options.max_shard_elements)};
     impl.create_variables();
   } else {
     optimizer_config(optimizer);  // the same check as on the chief, before any step
@@ -287,7 +301,8 @@ GradientUpdater ParameterServerStrategy::make_updater(ReplicatedModel& model, ::
   return GradientUpdater(std::make_unique<PsSync>(impl, model, optimizer));
 }
 
-Dataset ParameterServerStrategy::distribute_dataset(const Dataset& global, AutoShardPolicy policy) const {
+Dataset ParameterServerStrategy::distribute_dataset(const Dataset& global,
+                                                    AutoShardPolicy policy) const {
   if (is_chief() || num_workers() == 1) return global;
   return global.distribute(num_workers(), worker_index(), policy);
 }
@@ -297,7 +312,8 @@ void ParameterServerStrategy::define_step(const std::string& name, PsStepFn fn) 
   impl_->steps[name] = std::move(fn);
 }
 
-ps::RemoteValue ParameterServerStrategy::schedule(const std::string& name, const std::string& argument) {
+ps::RemoteValue ParameterServerStrategy::schedule(const std::string& name,
+                                                  const std::string& argument) {
   Impl& impl = *impl_;
   CHORUS_CHECK_ARG(is_chief(), "ParameterServerStrategy::schedule runs on the chief");
   CHORUS_CHECK_ARG(!impl.finished, "ParameterServerStrategy::schedule after finish()");
@@ -329,7 +345,9 @@ void ParameterServerStrategy::serve() {
   Impl& impl = *impl_;
   ps::serve_coordinator(
       impl.cluster.chief, impl.cluster.task_index, impl.secret,
-      [&impl](const std::string& name, const std::string& argument) { return impl.run_step(name, argument); },
+      [&impl](const std::string& name, const std::string& argument) {
+        return impl.run_step(name, argument);
+      },
       resolve(impl.options.timeout));
 }
 
@@ -353,7 +371,8 @@ void ParameterServerStrategy::refresh_model(ReplicatedModel& model) {
   if (is_chief() && !impl_->finished) impl_->pull_into(model, 0);
 }
 
-void ParameterServerStrategy::save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files) {
+void ParameterServerStrategy::save_variables(ReplicatedModel& model,
+                                             std::map<std::string, std::string>& files) {
   if (!is_chief()) return;
   refresh_model(model);
   for (auto& [name, bytes] : impl_->ps_client().save_state()) files[name] = std::move(bytes);
@@ -363,7 +382,8 @@ void ParameterServerStrategy::restore_variables(ReplicatedModel& model,
                                                 const std::map<std::string, std::string>& files) {
   Impl& impl = *impl_;
   if (!is_chief() || impl.model == nullptr) return;
-  CHORUS_CHECK_ARG(&model == impl.model, "ParameterServerStrategy: restore into the model given to make_updater");
+  CHORUS_CHECK_ARG(&model == impl.model,
+                   "ParameterServerStrategy: restore into the model given to make_updater");
   if (files.count("ps-0") == 0) {
     // A checkpoint of another strategy: its model becomes the variables, slots start fresh.
     impl.create_variables();

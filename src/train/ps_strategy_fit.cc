@@ -32,7 +32,8 @@ class ScheduledRounds : public TrainSteps {
     }
     while (rounds_.size() < depth_ && unscheduled_ > 0) {
       std::vector<ps::RemoteValue> round;
-      for (int w = 0; w < strategy_.num_workers(); ++w) round.push_back(strategy_.schedule(kTrainStep));
+      for (int w = 0; w < strategy_.num_workers(); ++w)
+        round.push_back(strategy_.schedule(kTrainStep));
       rounds_.push_back(std::move(round));
       --unscheduled_;
     }
@@ -78,8 +79,8 @@ std::unique_ptr<TrainSteps> ParameterServerStrategy::make_train_steps(const Trai
     return nullptr;
   }
   // The chief schedules steps and reads no data itself.
-  ctx.steps_per_epoch = loop.steps_per_epoch > 0 ? loop.steps_per_epoch
-                                                 : distribute_dataset(loop.data).cardinality();
+  ctx.steps_per_epoch =
+      loop.steps_per_epoch > 0 ? loop.steps_per_epoch : distribute_dataset(loop.data).cardinality();
   CHORUS_CHECK_ARG(ctx.steps_per_epoch > 0,
                    "fit: ParameterServerStrategy needs steps_per_epoch (or a dataset of known "
                    "cardinality): the chief does not read the data");

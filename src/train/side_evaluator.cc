@@ -14,7 +14,8 @@ namespace {
 
 void load_model(ReplicatedModel& model, const Checkpoint& checkpoint) {
   auto it = checkpoint.files.find("model");
-  CHORUS_CHECK_ARG(it != checkpoint.files.end(), "checkpoint ", checkpoint.path, " has no 'model' file");
+  CHORUS_CHECK_ARG(it != checkpoint.files.end(), "checkpoint ", checkpoint.path,
+                   " has no 'model' file");
   ::torch::serialize::InputArchive archive;
   std::istringstream in(it->second);
   try {
@@ -34,7 +35,8 @@ std::vector<std::pair<int64_t, Logs>> run_side_evaluator(Trainer& trainer, Repli
                                                          const SideEvaluatorOptions& options) {
   CHORUS_CHECK_ARG(!options.checkpoint_dir.empty(), "side evaluator: no checkpoint_dir");
   CheckpointManager manager(options.checkpoint_dir, CheckpointOptions{0, "ckpt", {}});
-  EventWriter events(options.log_dir.empty() ? options.checkpoint_dir + "/eval" : options.log_dir + "/eval");
+  EventWriter events(options.log_dir.empty() ? options.checkpoint_dir + "/eval"
+                                             : options.log_dir + "/eval");
   std::vector<std::pair<int64_t, Logs>> results;
   int64_t done = -1;
   while (options.last_step < 0 || done < options.last_step) {
@@ -47,7 +49,8 @@ std::vector<std::pair<int64_t, Logs>> run_side_evaluator(Trainer& trainer, Repli
     try {
       checkpoint = manager.restore(step);
     } catch (const InvalidArgument& e) {
-      CHORUS_LOG(kWarning, "side-evaluator") << "skipping checkpoint at step " << step << ": " << e.what();
+      CHORUS_LOG(kWarning, "side-evaluator")
+          << "skipping checkpoint at step " << step << ": " << e.what();
       continue;
     }
     load_model(model, checkpoint);

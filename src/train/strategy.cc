@@ -5,11 +5,11 @@
 #include <torch/nn/module.h>
 
 #include "chorus/error.h"
-#include "chorus/train/callbacks.h"
 #include "chorus/torch/broadcast.h"
 #include "chorus/torch/optimizer.h"
 #include "chorus/torch/runtime.h"
 #include "chorus/torch/tensor_ops.h"
+#include "chorus/train/callbacks.h"
 #include "train/gradient_sync.h"
 #include "train/replica_pool.h"
 
@@ -35,13 +35,12 @@ void ReplicatedModel::sync_replicas() {
 }
 
 at::Tensor compute_average_loss(const at::Tensor& per_example_loss, int64_t global_batch_size) {
-  CHORUS_CHECK_ARG(global_batch_size > 0, "compute_average_loss: global_batch_size must be > 0, got ",
-                   global_batch_size);
+  CHORUS_CHECK_ARG(global_batch_size > 0,
+                   "compute_average_loss: global_batch_size must be > 0, got ", global_batch_size);
   return per_example_loss.sum() / static_cast<double>(global_batch_size);
 }
 
 // ---- gradient paths -------------------------------------------------------------------
-
 
 namespace {
 
@@ -152,12 +151,14 @@ ReplicatedModel Strategy::make_model(const ModelFactory& factory) {
   return model;
 }
 
-GradientUpdater Strategy::make_updater(ReplicatedModel& model, ::torch::optim::Optimizer& optimizer) {
+GradientUpdater Strategy::make_updater(ReplicatedModel& model,
+                                       ::torch::optim::Optimizer& optimizer) {
   CHORUS_CHECK_ARG(model.num_replicas() == local_replicas_, "make_updater: the model has ",
                    model.num_replicas(), " replicas but ", name(), " runs ", local_replicas_,
                    " per process; build it with this strategy's make_model");
   if (engine_) {
-    CHORUS_CHECK_ARG(local_replicas_ == 1, name(), ": several replicas per worker are not supported");
+    CHORUS_CHECK_ARG(local_replicas_ == 1, name(),
+                     ": several replicas per worker are not supported");
     return GradientUpdater(std::make_unique<WorkerSync>(model, optimizer, engine_));
   }
   return GradientUpdater(std::make_unique<LocalSync>(model, optimizer));

@@ -95,8 +95,9 @@ Trainer::StepSums Trainer::step(const Example& batch, int64_t global_batch, bool
                          ? std::vector<Example>{batch}
                          : split_batch(batch, strategy_.num_local_replicas());
   auto per_replica = strategy_.run([&](ReplicaContext& r) {
-    return replica_step(model_.replica(r.local_replica), parts[static_cast<size_t>(r.local_replica)],
-                        loss_, metrics_, global_batch, train);
+    return replica_step(model_.replica(r.local_replica),
+                        parts[static_cast<size_t>(r.local_replica)], loss_, metrics_, global_batch,
+                        train);
   });
   if (train) updater_.apply_gradients();
   StepSums sums;
@@ -130,9 +131,9 @@ Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
     std::optional<StepSums> sums = next_step();
     if (!sums) {
       if (ctx.steps_per_epoch >= 0) {
-        CHORUS_LOG(kWarning, "trainer") << "the training data ran out after " << ctx.step
-                                        << " steps of epoch " << ctx.epoch
-                                        << "; stopping (repeat() the dataset for steps_per_epoch)";
+        CHORUS_LOG(kWarning, "trainer")
+            << "the training data ran out after " << ctx.step << " steps of epoch " << ctx.epoch
+            << "; stopping (repeat() the dataset for steps_per_epoch)";
         ctx.stop_training = true;
       }
       break;
@@ -179,7 +180,8 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   const bool chief_prints = strategy_.is_chief() && options.verbose > 0;
   History history;
   Logs last;
-  for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training; ++ctx.epoch) {
+  for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training;
+       ++ctx.epoch) {
     ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
     steps->begin_epoch(ctx);
     if (chief_prints && options.verbose == 1) {
@@ -195,11 +197,13 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
     Logs logs = run_epoch(ctx, next_step, callbacks, options.verbose);
     if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;  // the first pass's length
     if (options.validation_data) {
-      Logs val = evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
+      Logs val =
+          evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
       for (const auto& [k, v] : val) logs["val_" + k] = v;
     }
     if (chief_prints) {
-      std::printf("epoch %d/%d:%s\n", ctx.epoch + 1, options.epochs, ProgressBar::metrics(logs).c_str());
+      std::printf("epoch %d/%d:%s\n", ctx.epoch + 1, options.epochs,
+                  ProgressBar::metrics(logs).c_str());
       std::fflush(stdout);
     }
     for (auto& c : callbacks) c->on_epoch_end(ctx, logs);
@@ -211,7 +215,8 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   return history;
 }
 
-Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose, AutoShardPolicy shard_policy) {
+Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose,
+                       AutoShardPolicy shard_policy) {
   const int64_t global_batch = global_batch_of(data);
   if (!strategy_.runs_evaluation()) return {};
   strategy_.refresh_model(model_);

@@ -1,7 +1,7 @@
 // The state of a fit() as checkpoint files: "model", "optimizer" (torch::serialize
 // archives), "rng" (the CPU generator's state) and "progress" (where to resume).
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -53,7 +53,8 @@ void load_archive(const std::string& bytes, const char* what,
   }
 }
 
-const std::string& file_of(const std::map<std::string, std::string>& files, const std::string& name) {
+const std::string& file_of(const std::map<std::string, std::string>& files,
+                           const std::string& name) {
   auto it = files.find(name);
   CHORUS_CHECK_ARG(it != files.end(), "checkpoint: no '", name, "' file");
   return it->second;
@@ -72,7 +73,8 @@ std::map<std::string, std::string> capture_training_state(const TrainContext& ct
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     at::Tensor state = gen.get_state();
-    files["rng"] = std::string(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.numel()));
+    files["rng"] =
+        std::string(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.numel()));
   }
   // The position to resume at: the next step to run.
   int epoch = ctx.epoch;
@@ -90,7 +92,8 @@ std::map<std::string, std::string> capture_training_state(const TrainContext& ct
 void restore_training_state(TrainContext& ctx, const std::map<std::string, std::string>& files) {
   CHORUS_CHECK_ARG(ctx.model && ctx.optimizer, "restore_training_state: no model or optimizer");
   load_archive(file_of(files, "model"), "model", [&](auto& a) { ctx.model->module().load(a); });
-  load_archive(file_of(files, "optimizer"), "optimizer state", [&](auto& a) { ctx.optimizer->load(a); });
+  load_archive(file_of(files, "optimizer"), "optimizer state",
+               [&](auto& a) { ctx.optimizer->load(a); });
   ctx.model->sync_replicas();
   if (ctx.strategy) ctx.strategy->restore_variables(*ctx.model, files);
   {

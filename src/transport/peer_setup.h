@@ -30,9 +30,9 @@ struct SetupContext {
   int size = 0;
   const MeshOptions* options = nullptr;
   Deadline deadline = Deadline::never();
-  Token group{};                // rank 0's token: the mesh's identity
-  std::vector<PeerInfo> peers;  // index = rank
-  std::vector<LinkKind> kinds;  // index = rank; kNone for this rank
+  Token group{};                 // rank 0's token: the mesh's identity
+  std::vector<PeerInfo> peers;   // index = rank
+  std::vector<LinkKind> kinds;   // index = rank; kNone for this rank
   net::SocketTuning tcp_tuning;  // for both ends of every TCP link
   size_t shm_ring_bytes = 0;     // of the segments this rank creates (it connects)
 };

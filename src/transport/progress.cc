@@ -75,7 +75,8 @@ void Progress::read_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
   naming_errors([&] {
     PeerMemory* memory = link.peer_memory();
     if (memory == nullptr) {
-      CHORUS_THROW(IoError, "reading the peer's memory over ", link.describe(), ": this link cannot");
+      CHORUS_THROW(IoError, "reading the peer's memory over ", link.describe(),
+                   ": this link cannot");
     }
     memory->read(pieces, n);
   });

@@ -127,7 +127,8 @@ class ByteReader {
 
  private:
   const char* take(size_t n) {
-    if (n > left()) fail("truncated (", n, " bytes wanted at offset ", pos_, ", ", left(), " left)");
+    if (n > left())
+      fail("truncated (", n, " bytes wanted at offset ", pos_, ", ", left(), " left)");
     const char* p = data_.data() + pos_;
     pos_ += n;
     return p;

@@ -53,8 +53,7 @@ bool hw_available() { return __builtin_cpu_supports("sse4.2"); }
 
 // One crc32 instruction per 8 bytes; bytes up to an 8-byte boundary and the tail go
 // one at a time so the 64-bit loads are aligned.
-__attribute__((target("sse4.2"))) uint32_t extend_hw(uint32_t crc, const void* data,
-                                                      size_t n) {
+__attribute__((target("sse4.2"))) uint32_t extend_hw(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
   for (; n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; --n, ++p) c = _mm_crc32_u8(c, *p);
@@ -70,9 +69,7 @@ __attribute__((target("sse4.2"))) uint32_t extend_hw(uint32_t crc, const void* d
 }
 #else
 bool hw_available() { return false; }
-uint32_t extend_hw(uint32_t crc, const void* data, size_t n) {
-  return extend_table(crc, data, n);
-}
+uint32_t extend_hw(uint32_t crc, const void* data, size_t n) { return extend_table(crc, data, n); }
 #endif
 
 }  // namespace crc32c_detail

@@ -16,9 +16,7 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
 inline uint32_t crc32c(const void* data, size_t n) { return crc32c_extend(0, data, n); }
 
 // TFRecord stores CRCs masked, as a CRC of data that contains CRCs is weak.
-inline uint32_t crc32c_mask(uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
+inline uint32_t crc32c_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 inline uint32_t crc32c_unmask(uint32_t masked) {
   uint32_t rot = masked - 0xa282ead8u;
   return (rot >> 17) | (rot << 15);

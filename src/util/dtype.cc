@@ -4,9 +4,8 @@
 
 namespace chorus {
 namespace {
-constexpr const char* kTypeNames[kNumDataTypes] = {"uint8",   "int8",    "int32",
-                                                   "int64",   "float16", "bfloat16",
-                                                   "float32", "float64", "int16"};
+constexpr const char* kTypeNames[kNumDataTypes] = {
+    "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64", "int16"};
 constexpr size_t kTypeSizes[kNumDataTypes] = {1, 1, 4, 8, 2, 2, 4, 8, 2};
 constexpr const char* kOpNames[kNumReduceOps] = {"sum", "average", "min", "max", "product"};
 }  // namespace

@@ -19,10 +19,14 @@ LogLevel level_from_env() {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kDebug: return "DEBUG";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kDebug:
+      return "DEBUG";
   }
   return "?";
 }
@@ -35,7 +39,8 @@ bool log_enabled(LogLevel level) {
 }
 
 void log_line(LogLevel level, const char* tag, const std::string& message) {
-  std::string line = std::string("chorus ") + level_name(level) + " [" + tag + "] " + message + "\n";
+  std::string line =
+      std::string("chorus ") + level_name(level) + " [" + tag + "] " + message + "\n";
   // One write() per line keeps lines whole even across processes sharing stderr.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -16,9 +16,9 @@ void log_line(LogLevel level, const char* tag, const std::string& message);
 }  // namespace chorus
 
 // CHORUS_LOG(kWarning, "store") << "dropped client " << peer;
-#define CHORUS_LOG(level, tag)                                  \
-  for (bool chorus_log_once_ = ::chorus::log_enabled(::chorus::LogLevel::level); \
-       chorus_log_once_; chorus_log_once_ = false)              \
+#define CHORUS_LOG(level, tag)                                                                     \
+  for (bool chorus_log_once_ = ::chorus::log_enabled(::chorus::LogLevel::level); chorus_log_once_; \
+       chorus_log_once_ = false)                                                                   \
   ::chorus::detail::LogStream(::chorus::LogLevel::level, tag).stream()
 
 namespace chorus::detail {

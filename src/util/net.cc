@@ -34,8 +34,9 @@ Endpoint Endpoint::parse(const std::string& text) {
   std::string port_text;
   if (!text.empty() && text[0] == '[') {
     auto close = text.find(']');
-    CHORUS_CHECK_ARG(close != std::string::npos && close + 1 < text.size() && text[close + 1] == ':',
-                     "malformed address '", text, "' (expected [ipv6]:port)");
+    CHORUS_CHECK_ARG(
+        close != std::string::npos && close + 1 < text.size() && text[close + 1] == ':',
+        "malformed address '", text, "' (expected [ipv6]:port)");
     ep.host = text.substr(1, close - 1);
     port_text = text.substr(close + 2);
   } else {
@@ -195,7 +196,8 @@ size_t recv_some(int fd, void* data, size_t n, Deadline deadline, const char* wh
     if (k >= 0) return static_cast<size_t>(k);
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd), " failed: ", std::strerror(errno));
+      CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd),
+                   " failed: ", std::strerror(errno));
     }
     if (!wait_fd(fd, POLLIN, deadline)) {
       CHORUS_THROW(TimeoutError, what, ": nothing from ", peer_name(fd), " in time");
@@ -323,8 +325,8 @@ void recv_all(int fd, void* data, size_t n, Deadline deadline, const char* what)
       }
       continue;
     }
-    CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd), " failed: ",
-                 std::strerror(errno));
+    CHORUS_THROW(IoError, what, ": receive from ", peer_name(fd),
+                 " failed: ", std::strerror(errno));
   }
 }
 

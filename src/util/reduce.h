@@ -15,8 +15,7 @@ namespace chorus {
 void reduce_into(DataType type, ReduceOp op, void* acc, const void* in, size_t count);
 
 // out[i] = op(a[i], b[i]). out may equal a or b.
-void reduce_pair(DataType type, ReduceOp op, void* out, const void* a, const void* b,
-                 size_t count);
+void reduce_pair(DataType type, ReduceOp op, void* out, const void* a, const void* b, size_t count);
 
 // buf[i] /= divisor (integers: truncating division). Finishes kAverage.
 void divide(DataType type, void* buf, size_t count, int64_t divisor);

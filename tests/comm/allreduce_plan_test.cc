@@ -56,8 +56,7 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   EXPECT_EQ(asked.readable, 1);
   EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked, false), o).path,
             P::kHalvingDoubling);
-  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path,
-            P::kHalvingDoubling);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path, P::kHalvingDoubling);
   EXPECT_EQ(asked.readable, 2);  // not asked below 1 MiB
   o.shm_streaming_bytes = 0;     // off: single copy takes it
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);

@@ -107,11 +107,11 @@ TEST_P(SingleCopyTest, AllreduceIsBitForBitTheStream) {
       SCOPED_TRACE(std::string(dtype_name(c.type)) + " " + reduce_op_name(c.op) + " count " +
                    std::to_string(count) + (in_place ? " in place" : ""));
       auto inputs = random_inputs(c.type, c.op, count, seed++);
-      auto [single, stream] = run_both(
-          inputs, std::vector<size_t>(p(), count * dtype_size(c.type)), in_place,
-          [&](Communicator& comm, const char* in, char* out) {
-            comm.allreduce(in, out, count, c.type, c.op);
-          });
+      auto [single, stream] =
+          run_both(inputs, std::vector<size_t>(p(), count * dtype_size(c.type)), in_place,
+                   [&](Communicator& comm, const char* in, char* out) {
+                     comm.allreduce(in, out, count, c.type, c.op);
+                   });
       for (int r = 0; r < p(); ++r) ASSERT_EQ(single[r], stream[r]) << "rank " << r;
       expect_reduced(c.type, c.op, inputs, single[0].data(), 0, count);
     }
@@ -145,17 +145,16 @@ TEST_P(SingleCopyTest, AllgathervAndReduceScatterAreBitForBitTheStream) {
     auto [ag_single, ag_stream] =
         run_both(inputs, std::vector<size_t>(p(), total * 4), in_place,
                  [&](Communicator& comm, const char* in, char* out) {
-          size_t at = 0;
-          for (int q = 0; q < comm.rank(); ++q) at += counts[q];
-          comm.allgatherv(in + at * 4, out, counts, DataType::kFloat32);
-        });
+                   size_t at = 0;
+                   for (int q = 0; q < comm.rank(); ++q) at += counts[q];
+                   comm.allgatherv(in + at * 4, out, counts, DataType::kFloat32);
+                 });
     for (int r = 0; r < p(); ++r) {
       ASSERT_EQ(ag_single[r], ag_stream[r]) << "allgatherv, rank " << r;
       size_t at = 0;
       for (int q = 0; q < p(); ++q) {
-        ASSERT_EQ(std::memcmp(ag_single[r].data() + at * 4, inputs[q].data() + at * 4,
-                              counts[q] * 4),
-                  0)
+        ASSERT_EQ(
+            std::memcmp(ag_single[r].data() + at * 4, inputs[q].data() + at * 4, counts[q] * 4), 0)
             << "allgatherv, rank " << r << " block " << q;
         at += counts[q];
       }
@@ -243,9 +242,11 @@ TEST(SingleCopyMismatch, DifferentCountsOrTypesAreIoErrorsOnEveryRank) {
     const char* expected;
   };
   const Case cases[] = {
-      {{kMiB / 4, kMiB / 2}, {DataType::kFloat32, DataType::kFloat32},
+      {{kMiB / 4, kMiB / 2},
+       {DataType::kFloat32, DataType::kFloat32},
        "(different counts on different ranks?)"},
-      {{kMiB / 4, kMiB / 4}, {DataType::kFloat32, DataType::kInt32},
+      {{kMiB / 4, kMiB / 4},
+       {DataType::kFloat32, DataType::kInt32},
        "runs another kind of call (data type, reduce op or phases differ)"},
   };
   for (const Case& c : cases) {
@@ -281,8 +282,7 @@ TEST(SingleCopyChoice, StartsAtOneMiB) {
   auto group = shm_group(2, true, AllreduceAlgorithm::kAuto);
   std::vector<std::vector<float>> buf(2, std::vector<float>(kMiB / 4, 1.0f));
   group->run([&](int r, Communicator& comm) {
-    comm.allreduce(buf[r].data(), buf[r].data(), kMiB / 4 - 1, DataType::kFloat32,
-                   ReduceOp::kSum);
+    comm.allreduce(buf[r].data(), buf[r].data(), kMiB / 4 - 1, DataType::kFloat32, ReduceOp::kSum);
   });
   EXPECT_FALSE((*group)[0].single_copy());
   group->run([&](int r, Communicator& comm) {

@@ -30,7 +30,8 @@ std::unique_ptr<Group> ring_group(Transport transport, int size, size_t streamin
 
 // Runs the allreduce of `inputs` on `group`, out of place or in place; returns the outputs
 // and checks that no rank wrote past its buffer or into its input.
-std::vector<std::vector<char>> allreduce_on(Group& group, const std::vector<std::vector<char>>& inputs,
+std::vector<std::vector<char>> allreduce_on(Group& group,
+                                            const std::vector<std::vector<char>>& inputs,
                                             size_t count, DataType type, ReduceOp op,
                                             bool in_place) {
   int p = group.size();
@@ -94,7 +95,8 @@ TEST_P(StreamingTest, AllreduceIsBitForBitThePlainRing) {
   auto plain = ring_group(Transport::kShm, p(), 0);
   uint64_t seed = 1;
   for (const Case& c : kCases) {
-    for (bool in_place : {false, true}) expect_same_as_plain(*streaming, *plain, c, in_place, seed++);
+    for (bool in_place : {false, true})
+      expect_same_as_plain(*streaming, *plain, c, in_place, seed++);
   }
 }
 

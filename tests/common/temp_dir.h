@@ -14,7 +14,8 @@ namespace chorus::testing {
 class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") {
-    std::string pattern = (std::filesystem::temp_directory_path() / ("chorus-" + tag + "-XXXXXX")).string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / ("chorus-" + tag + "-XXXXXX")).string();
     path_ = ::mkdtemp(pattern.data()) ? pattern : "";
     EXPECT_FALSE(path_.empty()) << "mkdtemp failed";
   }

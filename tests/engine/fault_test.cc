@@ -73,8 +73,8 @@ class EngineFault : public ForkedRanks {
             Clock::now() - t0 < std::chrono::seconds(1)) {
           return true;
         }
-        std::snprintf(failed.message, sizeof(failed.message), "%s threw %s: %s", what,
-                      type_of(e), e.what());
+        std::snprintf(failed.message, sizeof(failed.message), "%s threw %s: %s", what, type_of(e),
+                      e.what());
         return false;
       }
       if (may_succeed && Clock::now() - t0 < std::chrono::seconds(1)) return true;
@@ -84,8 +84,8 @@ class EngineFault : public ForkedRanks {
     bool ok = true;
     for (auto& h : handles) ok = ok && same_type([&] { h.wait(kWait); }, "a pending handle", true);
     float x = 1;
-    ok = ok && same_type(
-                   [&] { engine.allreduce("later", &x, &x, DataType::kFloat32, {1}).wait(kWait); },
+    ok = ok &&
+         same_type([&] { engine.allreduce("later", &x, &x, DataType::kFloat32, {1}).wait(kWait); },
                    "a later enqueue", false);
     if (!ok) failed.kind = Record::kWrongResult;
     return failed;
@@ -122,8 +122,7 @@ TEST_P(EngineFault, StoppedRankFailsEverySurvivorsHandlesAfterTheTimeout) {
   expect_exits(SIGKILL);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, EngineFault, ::testing::Values("tcp", "shm"),
-                         transport_name);
+INSTANTIATE_TEST_SUITE_P(Transports, EngineFault, ::testing::Values("tcp", "shm"), transport_name);
 
 }  // namespace
 }  // namespace chorus::testing

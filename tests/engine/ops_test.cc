@@ -272,8 +272,8 @@ TEST(EngineOps, AverageOverEveryRankIsTheSumDividedOnce) {
       std::vector<Handle> hs;
       for (size_t i = 0; i < t.in.size(); ++i) {
         void* out = i % 2 == 0 ? t.in[i].data() : t.out[i].data();
-        hs.push_back(e.allreduce("avg" + std::to_string(i), t.in[i].data(), out,
-                                 DataType::kFloat32, {t.sizes[i]}, ReduceOp::kAverage));
+        hs.push_back(e.allreduce("avg" + std::to_string(i), t.in[i].data(), out, DataType::kFloat32,
+                                 {t.sizes[i]}, ReduceOp::kAverage));
       }
       for (auto& h : hs) h.wait(kWait);
       for (size_t i = 0; i < t.in.size(); ++i) {

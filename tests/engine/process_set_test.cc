@@ -102,7 +102,9 @@ TEST(ProcessSets, DisagreementIsAnErrorOnEveryRank) {
   EngineGroup g(3);
   std::vector<std::string> errors(3);
   g.run([&](int r, Engine& e) {
-    errors[r] = error_of<InvalidArgument>([&] { e.add_process_set(r == 2 ? std::vector<int>{0, 2} : std::vector<int>{0, 1}); });
+    errors[r] = error_of<InvalidArgument>([&] {
+      e.add_process_set(r == 2 ? std::vector<int>{0, 2} : std::vector<int>{0, 1});
+    });
   });
   for (int r = 0; r < 3; ++r) {
     EXPECT_NE(errors[r].find("the ranks differ between ranks: rank 0 passed [0, 1], rank 2 passed "
@@ -111,7 +113,9 @@ TEST(ProcessSets, DisagreementIsAnErrorOnEveryRank) {
         << errors[r];
   }
   g.run([&](int r, Engine& e) {
-    errors[r] = error_of<InvalidArgument>([&] { e.add_process_set(r == 1 ? std::vector<int>{0, 5} : std::vector<int>{0, 1}); });
+    errors[r] = error_of<InvalidArgument>([&] {
+      e.add_process_set(r == 1 ? std::vector<int>{0, 5} : std::vector<int>{0, 1});
+    });
   });
   EXPECT_NE(errors[1].find("rank 5 is out of range [0, 3)"), std::string::npos) << errors[1];
   EXPECT_NE(errors[0].find("rank 1 passed an invalid rank list"), std::string::npos) << errors[0];

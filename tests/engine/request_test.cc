@@ -86,8 +86,8 @@ TEST(EngineRequestWire, BytesAreTheDocumentedLittleEndianLayout) {
                            std::string(1, static_cast<char>(OpType::kBroadcast)) +
                            std::string(1, static_cast<char>(DataType::kFloat32)) +
                            std::string(1, static_cast<char>(ReduceOp::kSum)) +
-                           std::string("\0", 1) +                        // not in shared memory
-                           std::string("\x02\0\0\0", 4) +             // root
+                           std::string("\0", 1) +                    // not in shared memory
+                           std::string("\x02\0\0\0", 4) +            // root
                            std::string("\0\0\0\0\0\0\xf0\x3f", 8) +  // prescale 1.0
                            std::string("\0\0\0\0\0\0\0\x40", 8) +    // postscale 2.0
                            std::string("\x01\0\0\0", 4) + std::string("\x03\0\0\0\0\0\0\0", 8) +
@@ -134,8 +134,8 @@ TEST(EngineRequestWire, RequestsNoEnqueueCouldMakeAreRefused) {
   auto error_of = [](const Request& r) { return decode_error(one(r)); };
   auto expect_error = [&](const Request& r, const std::string& text) {
     const std::string error = error_of(r);
-    EXPECT_NE(error.find(text), std::string::npos) << "expected '" << text << "', got '" << error
-                                                   << "'";
+    EXPECT_NE(error.find(text), std::string::npos)
+        << "expected '" << text << "', got '" << error << "'";
   };
   expect_error(make("neg", OpType::kAllreduce, {4, -1}), "'neg' has a negative dimension");
   expect_error(make("huge", OpType::kAllreduce, {int64_t{1} << 31, int64_t{1} << 31, 4}),
@@ -229,9 +229,9 @@ TEST(EngineResponse, OutputsSizedByPeersStayWithinTheTensorLimit) {
   gather[1]->shape[0] = rows;
   EXPECT_EQ(make_response("g", gather).error, "");
   gather[2]->shape[0] = 1;
-  EXPECT_NE(make_response("g", gather).error.find(
-                "allgather 'g': the gathered tensor would have " + std::to_string(rows + 1) +
-                " rows of 4096 bytes, over 1099511627776"),
+  EXPECT_NE(make_response("g", gather)
+                .error.find("allgather 'g': the gathered tensor would have " +
+                            std::to_string(rows + 1) + " rows of 4096 bytes, over 1099511627776"),
             std::string::npos);
 
   std::vector<std::optional<Request>> a2a(kWorld, make("a", OpType::kAlltoall, {rows, 1024}));

@@ -16,7 +16,9 @@ namespace {
 
 constexpr int64_t kBucket = 3000;  // floats per bucket: each over the 4 KiB handshake floor
 
-float value(int r, int tensor, int64_t j) { return static_cast<float>(r + 1 + tensor * 10 + j % 7); }
+float value(int r, int tensor, int64_t j) {
+  return static_cast<float>(r + 1 + tensor * 10 + j % 7);
+}
 
 float sum_over(int ranks, int tensor, int64_t j) {
   float s = 0;
@@ -105,8 +107,8 @@ TEST(EngineSharedMemoryErrors, DifferentSizesFailOnEveryRank) {
   EngineGroup g(2, test_options(), Transport::kShm);
   std::vector<std::string> errors(2);
   g.run([&](int r, Engine& e) {
-    errors[r] = error_of<InvalidArgument>(
-        [&] { e.alloc_shared("m", r == 0 ? 4096 : 8192).wait(kWait); });
+    errors[r] =
+        error_of<InvalidArgument>([&] { e.alloc_shared("m", r == 0 ? 4096 : 8192).wait(kWait); });
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(errors[r].find("Mismatched alloc_shared tensor shapes for 'm': rank 0 has [4096], "
@@ -114,8 +116,9 @@ TEST(EngineSharedMemoryErrors, DifferentSizesFailOnEveryRank) {
               std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
-  EXPECT_NE(error_of<InvalidArgument>([&] { g[0].alloc_shared("z", 0); })
-                .find("alloc_shared 'z': 0 bytes (must be 1 .. "),
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              g[0].alloc_shared("z", 0);
+            }).find("alloc_shared 'z': 0 bytes (must be 1 .. "),
             std::string::npos);
   // The engine still works.
   auto memory = alloc_everywhere(g, 4096);

@@ -16,11 +16,12 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string tf_config(const std::string& cluster, const std::string& type, int index) {
-  return R"({"cluster": {)" + cluster + R"(}, "task": {"type": ")" + type +
-         R"(", "index": )" + std::to_string(index) + "}}";
+  return R"({"cluster": {)" + cluster + R"(}, "task": {"type": ")" + type + R"(", "index": )" +
+         std::to_string(index) + "}}";
 }
 
-const char* kFull = R"("chief": ["h0:2000"], "worker": ["h1:2001", "h2:2002"], "ps": ["h3:2003", "h4:2004"])";
+const char* kFull =
+    R"("chief": ["h0:2000"], "worker": ["h1:2001", "h2:2002"], "ps": ["h3:2003", "h4:2004"])";
 
 void expect_invalid(const std::function<void()>& fn, const std::string& part) {
   try {
@@ -53,9 +54,12 @@ TEST(ClusterSpec, TfConfigErrorsNameTheProblem) {
                  "TF_CONFIG: no 'chief' task");
   expect_invalid(parse(R"("chief": ["h0:1"], "ps": ["h2:1"])", "ps", 0),
                  "needs at least one 'worker' task");
-  expect_invalid(parse(kFull, "worker", 2), "task.index 2 is not below the number of worker tasks (2)");
-  expect_invalid(parse(R"("chief": ["h0:1"], "worker": ["h1:1"], "ps": ["h2:1"], "evaluator": ["h3:1"])",
-                       "evaluator", 0), "'evaluator' is not a task of a parameter-server cluster");
+  expect_invalid(parse(kFull, "worker", 2),
+                 "task.index 2 is not below the number of worker tasks (2)");
+  expect_invalid(
+      parse(R"("chief": ["h0:1"], "worker": ["h1:1"], "ps": ["h2:1"], "evaluator": ["h3:1"])",
+            "evaluator", 0),
+      "'evaluator' is not a task of a parameter-server cluster");
   expect_invalid(parse(R"("chief": ["h0"], "worker": ["h1:1"], "ps": ["h2:1"])", "worker", 0),
                  "TF_CONFIG: chief: malformed address 'h0'");
   expect_invalid(parse(R"("chief": ["h0:1"], "worker": ["h1:1"], "ps": ["h2:99999"])", "worker", 0),
@@ -94,7 +98,8 @@ TEST(ClusterSpec, ValidateCatchesHandBuiltMistakes) {
   EXPECT_NO_THROW(spec.validate());
   spec.role = Role::kChief;
   spec.task_index = 1;
-  expect_invalid([&] { spec.validate(); }, "task index 1 is not below the number of chief tasks (1)");
+  expect_invalid([&] { spec.validate(); },
+                 "task index 1 is not below the number of chief tasks (1)");
 }
 
 TEST(ClusterSpec, FromEnv) {
@@ -106,7 +111,8 @@ TEST(ClusterSpec, FromEnv) {
 }
 
 TEST(SplitAddress, ParsesAndRejects) {
-  EXPECT_EQ(split_address("10.0.0.1:80", "x"), std::make_pair(std::string("10.0.0.1"), uint16_t{80}));
+  EXPECT_EQ(split_address("10.0.0.1:80", "x"),
+            std::make_pair(std::string("10.0.0.1"), uint16_t{80}));
   EXPECT_EQ(split_address("[::1]:9", "x").first, "::1");
   expect_invalid([] { split_address("nohost", "ps 3"); }, "ps 3: malformed address 'nohost'");
   expect_invalid([] { split_address("h:0", "x"); }, "malformed address 'h:0'");
@@ -122,7 +128,8 @@ class ClusterSecret : public ::testing::Test {
     spec_.chief = "127.0.0.1:" + std::to_string(port_);
     spec_.workers = {"127.0.0.1:1"};
     spec_.ps = {"localhost:2"};
-    path_ = "/tmp/chorus-" + std::to_string(::getuid()) + "/ps-secret-127.0.0.1_" + std::to_string(port_);
+    path_ = "/tmp/chorus-" + std::to_string(::getuid()) + "/ps-secret-127.0.0.1_" +
+            std::to_string(port_);
     ::unlink(path_.c_str());
   }
   void TearDown() override { ::unlink(path_.c_str()); }

@@ -33,8 +33,7 @@ inline std::string header(uint16_t type, uint32_t meta, uint64_t bulk,
 }
 
 // A whole message whose header matches its meta and bulk.
-inline std::string message(wire::Type type, const std::string& meta,
-                           const std::string& bulk = {}) {
+inline std::string message(wire::Type type, const std::string& meta, const std::string& bulk = {}) {
   return header(static_cast<uint16_t>(type), static_cast<uint32_t>(meta.size()), bulk.size()) +
          meta + bulk;
 }

@@ -13,7 +13,8 @@ namespace chorus::ps {
 namespace {
 
 struct Trajectory {
-  explicit Trajectory(const OptimizerConfig& c, std::vector<float> p) : config(c), values(std::move(p)) {
+  explicit Trajectory(const OptimizerConfig& c, std::vector<float> p)
+      : config(c), values(std::move(p)) {
     slot0.assign(values.size(), 0.0f);
     slot1.assign(values.size(), 0.0f);
   }
@@ -26,8 +27,8 @@ struct Trajectory {
   int64_t steps = 0;
 };
 
-const std::vector<std::vector<float>> kGrads = {{0.5f, -1.0f, 2.0f}, {0.25f, 0.0f, -3.0f},
-                                                 {-0.75f, 1.5f, 0.125f}, {1.0f, -0.5f, 0.0f}};
+const std::vector<std::vector<float>> kGrads = {
+    {0.5f, -1.0f, 2.0f}, {0.25f, 0.0f, -3.0f}, {-0.75f, 1.5f, 0.125f}, {1.0f, -0.5f, 0.0f}};
 const std::vector<float> kStart = {1.0f, -2.0f, 0.5f};
 
 // torch.optim.SGD, dampening 0, in double.
@@ -88,13 +89,17 @@ TEST(OptimizerKernels, PlainSgdIsExact) {
 }
 
 TEST(OptimizerKernels, SgdVariantsFollowTorch) {
-  struct Case { double lr, momentum; bool nesterov; double wd; };
+  struct Case {
+    double lr, momentum;
+    bool nesterov;
+    double wd;
+  };
   for (Case c : {Case{0.1, 0, false, 0}, Case{0.1, 0.9, false, 0}, Case{0.05, 0.9, true, 0},
                  Case{0.1, 0.5, false, 0.01}, Case{0.2, 0.8, true, 0.1}}) {
     Trajectory run(sgd_config(c.lr, c.momentum, c.nesterov, c.wd), kStart);
     for (const auto& g : kGrads) run.step(g);
-    SCOPED_TRACE(::testing::Message() << "momentum " << c.momentum << " nesterov " << c.nesterov
-                                      << " wd " << c.wd);
+    SCOPED_TRACE(::testing::Message()
+                 << "momentum " << c.momentum << " nesterov " << c.nesterov << " wd " << c.wd);
     expect_close(run.values, sgd_reference(c.lr, c.momentum, c.nesterov, c.wd));
   }
 }

@@ -84,8 +84,8 @@ void expect_unavailable(const std::function<void()>& fn, const std::string& name
 }
 
 TEST(PsProcess, KilledPsIsUnavailable) {
-  ChildPs child;                // ps 1, forked before any thread exists here
-  LocalCluster local(1);        // ps 0, in this process
+  ChildPs child;          // ps 1, forked before any thread exists here
+  LocalCluster local(1);  // ps 0, in this process
   std::vector<std::string> addresses = {local.addresses[0], child.address()};
   PsClient client(addresses, test_secret(), milliseconds(20000));
   ModelLayout layout = test_layout(2);

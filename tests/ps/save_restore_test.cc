@@ -22,7 +22,9 @@ class SaveRestore : public ::testing::Test {
     client_ = make_client(cluster_);
     client_->create(layout_, Arrays(layout_.variables, 0.5f).in(), adam());
   }
-  void push(float g, double lr = -1) { client_->push(Arrays::filled(layout_.variables, g).in(), 0, lr); }
+  void push(float g, double lr = -1) {
+    client_->push(Arrays::filled(layout_.variables, g).in(), 0, lr);
+  }
   Arrays values() {
     Arrays got = Arrays::filled(layout_.variables, 0.0f);
     client_->pull(got.out());

@@ -69,7 +69,8 @@ TEST_F(PsSecurity, WrongSecretIsRejected) {
     intruder->wait_for_variables({});
     ADD_FAILURE() << "no AuthError";
   } catch (const AuthError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("parameter server 0 (" + cluster_.addresses[0] + ")"));
+    EXPECT_THAT(e.what(),
+                ::testing::HasSubstr("parameter server 0 (" + cluster_.addresses[0] + ")"));
   }
   expect_still_serving();
 }
@@ -104,11 +105,20 @@ TEST_F(PsSecurity, BadFramesAreDropped) {
 TEST_F(PsSecurity, HostileCreateIsRefusedBeforeAllocating) {
   // A create that claims a variable of 2^40 elements: over CHORUS_PS_MAX_ELEMENTS.
   rendezvous::PayloadWriter meta;
-  meta.u32(0).u32(1).u32(1).str("huge").i64(int64_t{1} << 40).u32(1).u32(0).i64(0).i64(int64_t{1} << 40);
+  meta.u32(0)
+      .u32(1)
+      .u32(1)
+      .str("huge")
+      .i64(int64_t{1} << 40)
+      .u32(1)
+      .u32(0)
+      .i64(0)
+      .i64(int64_t{1} << 40);
   std::string m = meta.take();
   net::Fd fd = raw(true);
-  send_bytes(fd.get(), header(static_cast<uint16_t>(wire::Type::kCreate), static_cast<uint32_t>(m.size()),
-                              uint64_t{4} << 40) + m);
+  send_bytes(fd.get(), header(static_cast<uint16_t>(wire::Type::kCreate),
+                              static_cast<uint32_t>(m.size()), uint64_t{4} << 40) +
+                           m);
   EXPECT_TRUE(closed_by_peer(fd.get()));
   expect_still_serving();
 }
@@ -205,8 +215,9 @@ TEST(PsWireMemory, AnnouncedFieldsAreNotAllocatedBeforeTheyArrive) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   net::Fd reader(fds[0]), writer(fds[1]);
   const size_t before = resident_bytes();
-  send_bytes(writer.get(), header(static_cast<uint16_t>(wire::Type::kPush), wire::kMaxMetaBytes, 0) +
-                               std::string(100, 'x'));
+  send_bytes(writer.get(),
+             header(static_cast<uint16_t>(wire::Type::kPush), wire::kMaxMetaBytes, 0) +
+                 std::string(100, 'x'));
   std::string error;
   std::thread receiving([&] {
     wire::Header h;

@@ -41,7 +41,8 @@ TEST(PsServer, WaitForVariablesWaitsForTheChief) {
   LocalCluster cluster(2);
   ModelLayout layout = test_layout(2);
   auto worker = make_client(cluster);
-  auto waiting = std::async(std::launch::async, [&] { return worker->wait_for_variables({}).variables.size(); });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return worker->wait_for_variables({}).variables.size(); });
   std::this_thread::sleep_for(milliseconds(200));
   Arrays initial(layout.variables, 0.0f);
   make_client(cluster)->create(layout, initial.in(), sgd(0.1));
@@ -59,7 +60,9 @@ TEST(PsServer, WaitForVariablesChecksTheProgramsVariables) {
     make_client(cluster)->wait_for_variables(vars);
     ADD_FAILURE() << "no InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), HasSubstr("variable 1 is 'dense/kernel' with 333 elements on the parameter servers"));
+    EXPECT_THAT(
+        e.what(),
+        HasSubstr("variable 1 is 'dense/kernel' with 333 elements on the parameter servers"));
   }
 }
 
@@ -190,7 +193,8 @@ TEST(PsServer, StopWakesAWaitingPull) {
     pulling.get();
     ADD_FAILURE() << "no UnavailableError";
   } catch (const UnavailableError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("parameter server 0 (" + cluster.addresses[0] + ") is unavailable"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("parameter server 0 (" + cluster.addresses[0] + ") is unavailable"));
   }
   cluster.servers[0]->wait();  // returns after stop()
 }

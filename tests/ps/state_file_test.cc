@@ -92,10 +92,10 @@ TEST(LayoutPayload, HostileCountsFailCheaply) {
 TEST(Layout, ChecksCoverageAndLimits) {
   std::vector<VariableSpec> vars = {{"a", 10}};
   EXPECT_NO_THROW(check_layout(vars, {Shard{0, 0, 4, 0}, Shard{0, 4, 6, 1}}, 2));
-  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 4, 0}}, 2), InvalidArgument);               // gap
+  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 4, 0}}, 2), InvalidArgument);  // gap
   EXPECT_THROW(check_layout(vars, {Shard{0, 0, 6, 0}, Shard{0, 4, 6, 1}}, 2), InvalidArgument);
-  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 10, 2}}, 2), InvalidArgument);               // ps
-  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 11, 0}}, 1), InvalidArgument);               // past end
+  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 10, 2}}, 2), InvalidArgument);  // ps
+  EXPECT_THROW(check_layout(vars, {Shard{0, 0, 11, 0}}, 1), InvalidArgument);  // past end
   ::setenv("CHORUS_PS_MAX_ELEMENTS", "5", 1);
   EXPECT_THROW(check_layout(vars, {Shard{0, 0, 10, 0}}, 1), InvalidArgument);
   ::unsetenv("CHORUS_PS_MAX_ELEMENTS");

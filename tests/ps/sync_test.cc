@@ -16,7 +16,8 @@ class SyncMode : public ::testing::Test {
   void SetUp() override {
     layout_ = test_layout(2);
     chief_ = make_client(cluster_);
-    chief_->create(layout_, Arrays::filled(layout_.variables, 10.0f).in(), sgd(1.0, UpdateMode::kSync, 3));
+    chief_->create(layout_, Arrays::filled(layout_.variables, 10.0f).in(),
+                   sgd(1.0, UpdateMode::kSync, 3));
     for (int w = 0; w < 3; ++w) {
       workers_.push_back(make_client(cluster_));
       workers_.back()->wait_for_variables(test_variables());
@@ -73,7 +74,8 @@ TEST_F(SyncMode, PushFromTheFutureIsAnError) {
     workers_[0]->push(Arrays::filled(layout_.variables, 1.0f).in(), 5);
     ADD_FAILURE() << "no InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("push for version 5 but the parameter server is at version 0"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr(
+                              "push for version 5 but the parameter server is at version 0"));
   }
   workers_[0]->push(Arrays::filled(layout_.variables, 1.0f).in(), 0);  // the connection is fine
 }

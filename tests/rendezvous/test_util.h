@@ -22,7 +22,6 @@ namespace chorus::testing {
 
 using std::chrono::milliseconds;
 
-
 // Polls `pred` every few milliseconds; false if it is still false after `timeout`.
 inline bool eventually(const std::function<bool()>& pred,
                        milliseconds timeout = milliseconds(5000)) {

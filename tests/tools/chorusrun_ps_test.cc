@@ -47,7 +47,8 @@ std::vector<std::string> labels(int workers, int ps) {
 std::vector<pid_t> task_pids(const TempDir& dir, int restart, int workers, int ps) {
   std::vector<pid_t> pids;
   for (const std::string& label : labels(workers, ps)) {
-    std::string name = label == "chief" ? "chief.0" : std::regex_replace(label, std::regex(" "), ".");
+    std::string name =
+        label == "chief" ? "chief.0" : std::regex_replace(label, std::regex(" "), ".");
     pids.push_back(read_pid(dir.path() + "/pid." + std::to_string(restart) + "." + name));
   }
   return pids;
@@ -56,9 +57,9 @@ std::vector<pid_t> task_pids(const TempDir& dir, int restart, int workers, int p
 TEST(ChorusrunPs, EveryTaskGetsTheWholeClusterAndItsOwnTask) {
   TempDir dir;
   // A stray collective-job environment around chorusrun must not reach the tasks.
-  RunResult r = run_chorusrun(RunSpec{
-      {"--ps", "2", "-np", "3", "-x", "CHORUS_TEST_EXPORT=hi", kTask, dir.path()},
-      {{"CHORUS_RANK", "5"}, {"CHORUS_SIZE", "9"}, {"CHORUS_STORE_ADDR", "10.0.0.1:1"}}});
+  RunResult r = run_chorusrun(
+      RunSpec{{"--ps", "2", "-np", "3", "-x", "CHORUS_TEST_EXPORT=hi", kTask, dir.path()},
+              {{"CHORUS_RANK", "5"}, {"CHORUS_SIZE", "9"}, {"CHORUS_STORE_ADDR", "10.0.0.1:1"}}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   tf_config::Config first = tf_config::parse(value_of(r, "chief", "TF_CONFIG"));
   ASSERT_EQ(first.cluster["chief"].size(), 1u);
@@ -104,22 +105,26 @@ TEST(ChorusrunPs, OutputDirHoldsOneLogPerTask) {
       RunSpec{{"--ps", "1", "-np", "2", "--output-dir", logs.path(), kTask, dir.path()}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("TF_CONFIG"), std::string::npos);
-  const std::pair<std::string, std::string> files[] = {
-      {"chief.log", "chief"}, {"worker.0.log", "worker"}, {"worker.1.log", "worker"}, {"ps.0.log", "ps"}};
+  const std::pair<std::string, std::string> files[] = {{"chief.log", "chief"},
+                                                       {"worker.0.log", "worker"},
+                                                       {"worker.1.log", "worker"},
+                                                       {"ps.0.log", "ps"}};
   for (const auto& [file, role] : files) {
     std::ifstream log(logs.path() + "/" + file);
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    EXPECT_NE(text.find("\"task\": {\"type\": \"" + role + "\""), std::string::npos) << file << ": " << text;
+    EXPECT_NE(text.find("\"task\": {\"type\": \"" + role + "\""), std::string::npos)
+        << file << ": " << text;
   }
 }
 
 TEST(ChorusrunPs, ChiefSuccessStopsLingeringTasksAfterTheGracePeriod) {
   TempDir dir;
-  RunResult r = run_chorusrun(RunSpec{
-      {"--ps", "2", "-np", "2", "--grace-seconds", "0.3", kTask, dir.path(), "--linger"}});
+  RunResult r = run_chorusrun(
+      RunSpec{{"--ps", "2", "-np", "2", "--grace-seconds", "0.3", kTask, dir.path(), "--linger"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(r.seconds, 0.3) << "the tasks get the grace period to end on their own first";
-  for (pid_t pid : task_pids(dir, 0, 2, 2)) EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
+  for (pid_t pid : task_pids(dir, 0, 2, 2))
+    EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
   EXPECT_EQ(r.out.find("left on my own"), std::string::npos);
 }
 
@@ -152,20 +157,21 @@ TEST(ChorusrunPs, WorkerWithoutRestartsLeftIsLeftOut) {
       << r.err;
   // With no worker left the cluster cannot make progress: the attempt fails.
   TempDir lone_dir;
-  RunResult lone = run_chorusrun(RunSpec{{"--ps", "1", "-np", "1", "--worker-restarts", "0",
-                                          kTask, lone_dir.path(), "--crash", "worker:0",
-                                          "--chief-stays"}});
+  RunResult lone =
+      run_chorusrun(RunSpec{{"--ps", "1", "-np", "1", "--worker-restarts", "0", kTask,
+                             lone_dir.path(), "--crash", "worker:0", "--chief-stays"}});
   EXPECT_EQ(lone.exit_code, 3) << lone.err;
   EXPECT_NE(lone.err.find("no worker is left"), std::string::npos) << lone.err;
 }
 
 TEST(ChorusrunPs, FailedPsTaskRestartsTheWholeCluster) {
   TempDir dir;
-  RunResult r = run_chorusrun(RunSpec{{"--ps", "2", "-np", "2", "--max-restarts", "1", kTask,
-                                       dir.path(), "--crash-once", "ps:1"}});
+  RunResult r = run_chorusrun(RunSpec{
+      {"--ps", "2", "-np", "2", "--max-restarts", "1", kTask, dir.path(), "--crash-once", "ps:1"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.err, std::regex(R"(ps 1 on localhost \(pid \d+\) ended with exit code 3; stopping the cluster)")))
+      r.err,
+      std::regex(R"(ps 1 on localhost \(pid \d+\) ended with exit code 3; stopping the cluster)")))
       << r.err;
   EXPECT_NE(r.err.find("restarting the job (restart 1 of 1)"), std::string::npos) << r.err;
   // The other tasks of attempt 0 may be stopped before they print anything.
@@ -173,19 +179,22 @@ TEST(ChorusrunPs, FailedPsTaskRestartsTheWholeCluster) {
   for (const std::string& label : labels(2, 2)) {
     EXPECT_EQ(value_of(r, label, "CHORUS_RESTART_COUNT"), "1") << label;
   }
-  for (pid_t pid : task_pids(dir, 0, 2, 1)) EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
+  for (pid_t pid : task_pids(dir, 0, 2, 1))
+    EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
 }
 
 TEST(ChorusrunPs, FailedChiefEndsTheJobWithItsExitCode) {
   TempDir dir;
-  RunResult r = run_chorusrun(RunSpec{{"--ps", "1", "-np", "2", kTask, dir.path(), "--linger",
-                                       "--chief-exit", "4"}});
+  RunResult r = run_chorusrun(
+      RunSpec{{"--ps", "1", "-np", "2", kTask, dir.path(), "--linger", "--chief-exit", "4"}});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.err, std::regex(R"(chief on localhost \(pid \d+\) ended with exit code 4; stopping the cluster)")))
+      r.err,
+      std::regex(R"(chief on localhost \(pid \d+\) ended with exit code 4; stopping the cluster)")))
       << r.err;
   EXPECT_NE(r.err.find("job failed"), std::string::npos) << r.err;
-  for (pid_t pid : task_pids(dir, 0, 2, 1)) EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
+  for (pid_t pid : task_pids(dir, 0, 2, 1))
+    EXPECT_FALSE(process_alive(pid)) << pid << " left behind";
 }
 
 TEST(ChorusrunPs, SigintStopsEveryTask) {
@@ -210,10 +219,10 @@ TEST(ChorusrunPs, SigintStopsEveryTask) {
 // workers go to the "remote" host (fake_ssh), at --ps-port-base + their slot position.
 TEST(ChorusrunPs, RemoteTasksListenAtThePortBasePlusTheirPosition) {
   TempDir dir;
-  RunResult r = run_chorusrun(RunSpec{{"--ps", "1", "-np", "2", "-H", "localhost:2,127.0.0.2:2",
-                                       "--rsh", kFakeSsh, "--ps-port-base", "31000", kTask,
-                                       dir.path()},
-                                      {{"CHORUS_SECRET", "test-secret-0123456789"}, {"CHORUS_RANK", "1"}}});
+  RunResult r =
+      run_chorusrun(RunSpec{{"--ps", "1", "-np", "2", "-H", "localhost:2,127.0.0.2:2", "--rsh",
+                             kFakeSsh, "--ps-port-base", "31000", kTask, dir.path()},
+                            {{"CHORUS_SECRET", "test-secret-0123456789"}, {"CHORUS_RANK", "1"}}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   tf_config::Config c = tf_config::parse(value_of(r, "worker 1", "TF_CONFIG"));
   EXPECT_EQ(c.cluster["worker"], (std::vector<std::string>{"127.0.0.2:31002", "127.0.0.2:31003"}));
@@ -234,8 +243,10 @@ TEST(ChorusrunPs, BadInputExitsWithCode2AndSaysWhy) {
       {{"--ps", "x", "-np", "2", kTask}, "--ps expects an integer"},
       {{"--ps", "1", "-np", "0", kTask}, "-np must be a positive number of workers, got 0"},
       {{"--ps", "1", "-np", "2", "--mpi", kTask}, "--mpi is not supported with --ps"},
-      {{"--ps", "1", "-np", "2", "--start-timeout", "5", kTask}, "--start-timeout is not supported with --ps"},
-      {{"--ps", "1", "-np", "2", "--worker-restarts", "-1", kTask}, "--worker-restarts must not be negative"},
+      {{"--ps", "1", "-np", "2", "--start-timeout", "5", kTask},
+       "--start-timeout is not supported with --ps"},
+      {{"--ps", "1", "-np", "2", "--worker-restarts", "-1", kTask},
+       "--worker-restarts must not be negative"},
       {{"--ps", "1", "-np", "2", "--ps-port-base", "65534", kTask}, "leaves no room"},
       {{"--ps", "2", "-np", "2", "-H", "localhost:4", kTask}, "5 tasks do not fit in 4 slots"},
   };

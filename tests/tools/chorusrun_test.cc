@@ -35,7 +35,8 @@ TEST(Chorusrun, EveryRankGetsItsEnvironment) {
       EXPECT_EQ(vars["CHORUS_CROSS_RANK"], "0");
       EXPECT_EQ(vars["CHORUS_CROSS_SIZE"], "1");
       // Horovod's names too, for Horovod scripts and tests.
-      for (const char* v : {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"}) {
+      for (const char* v :
+           {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"}) {
         EXPECT_EQ(vars[std::string("HOROVOD_") + v], vars[std::string("CHORUS_") + v]) << v;
       }
       EXPECT_EQ(vars["CHORUS_RESTART_COUNT"], "0");

@@ -69,9 +69,9 @@ Args parse_args(int argc, char** argv) {
 }
 
 void print_env(const chorus::JobEnv& env) {
-  for (const char* name : {"TF_CONFIG", "CHORUS_RANK", "CHORUS_SIZE", "CHORUS_STORE_ADDR",
-                           "CHORUS_RESTART_COUNT", "CHORUS_LAUNCHER", "CHORUS_HOST_ID",
-                           "CHORUS_SECRET", "CHORUS_TEST_EXPORT"}) {
+  for (const char* name :
+       {"TF_CONFIG", "CHORUS_RANK", "CHORUS_SIZE", "CHORUS_STORE_ADDR", "CHORUS_RESTART_COUNT",
+        "CHORUS_LAUNCHER", "CHORUS_HOST_ID", "CHORUS_SECRET", "CHORUS_TEST_EXPORT"}) {
     std::printf("%s=%s\n", name, var(name).c_str());
   }
   struct stat st {};

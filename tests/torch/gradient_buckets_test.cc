@@ -42,8 +42,8 @@ TEST(GradientBuckets, ALargerParameterGetsABucketOfItsOwn) {
 }
 
 TEST(GradientBuckets, OneDtypePerBucketAndNothingOverlaps) {
-  std::vector<BucketParam> params{f32(3), {24, DataType::kFloat64}, f32(5), {6, DataType::kFloat16},
-                                  f32(7)};
+  std::vector<BucketParam> params{
+      f32(3), {24, DataType::kFloat64}, f32(5), {6, DataType::kFloat16}, f32(7)};
   BucketLayout l = plan_buckets(params, size_t{1} << 20);
   // Last to first, a dtype change closes the bucket: {4} f32, {3} f16, {2} f32, {1} f64, {0}.
   ASSERT_EQ(l.buckets.size(), 5u);

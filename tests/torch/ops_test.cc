@@ -11,8 +11,8 @@ namespace {
 
 using engine::testing::error_of;
 
-const c10::ScalarType kTypes[] = {::torch::kUInt8,   ::torch::kInt8,     ::torch::kInt16,
-                                  ::torch::kInt32,   ::torch::kInt64,    ::torch::kFloat16,
+const c10::ScalarType kTypes[] = {::torch::kUInt8,    ::torch::kInt8,    ::torch::kInt16,
+                                  ::torch::kInt32,    ::torch::kInt64,   ::torch::kFloat16,
                                   ::torch::kBFloat16, ::torch::kFloat32, ::torch::kFloat64};
 
 TEST(TorchOps, AllreduceSumsEveryDtypeInAndOutOfPlace) {
@@ -77,8 +77,8 @@ TEST(TorchOps, AllgatherBroadcastAlltoallReduceScatter) {
                             "a2a", o);
     auto got = h.wait();
     EXPECT_EQ(got.size(0), r == 0 ? 4 : 2);
-    EXPECT_EQ(h.received_splits(), r == 0 ? (std::vector<int64_t>{1, 3})
-                                          : (std::vector<int64_t>{2, 0}));
+    EXPECT_EQ(h.received_splits(),
+              r == 0 ? (std::vector<int64_t>{1, 3}) : (std::vector<int64_t>{2, 0}));
     // reduce_scatter of 3 rows: rank 0 keeps 2, rank 1 keeps 1.
     o.op = ReduceOp::kSum;
     auto rs = reduce_scatter(::torch::ones({3, 4}), "rs", o);
@@ -91,9 +91,11 @@ TEST(TorchOps, UnsupportedDtypeAndDeviceAreClearErrors) {
   EngineGroup g(1);
   CollectiveOptions o;
   o.engine = &g[0];
-  std::string m = error_of<InvalidArgument>([&] { allreduce(::torch::ones({2}, ::torch::kBool), "b", o); });
+  std::string m =
+      error_of<InvalidArgument>([&] { allreduce(::torch::ones({2}, ::torch::kBool), "b", o); });
   EXPECT_NE(m.find("dtype Bool"), std::string::npos) << m;
-  m = error_of<InvalidArgument>([&] { allreduce(::torch::ones({2}, ::torch::kComplexFloat), "c", o); });
+  m = error_of<InvalidArgument>(
+      [&] { allreduce(::torch::ones({2}, ::torch::kComplexFloat), "c", o); });
   EXPECT_NE(m.find("not supported"), std::string::npos) << m;
   auto meta = ::torch::empty({2}, ::torch::TensorOptions().device(::torch::kMeta));
   m = error_of<InvalidArgument>([&] { allreduce(meta, "m", o); });
@@ -110,7 +112,10 @@ TEST(TorchOps, MetricsBytesObjectsAndUnnamedOps) {
     std::string s = r == 2 ? std::string("from rank 2\0 with a nul", 23) : "x";
     broadcast_bytes(s, 2, "bytes", &e);
     EXPECT_EQ(s, std::string("from rank 2\0 with a nul", 23));
-    struct Point { int32_t x; double y; } p{r, r * 1.5};
+    struct Point {
+      int32_t x;
+      double y;
+    } p{r, r * 1.5};
     broadcast_object(p, 1, "obj", &e);
     EXPECT_EQ(p.x, 1);
     EXPECT_EQ(p.y, 1.5);

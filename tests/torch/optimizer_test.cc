@@ -126,8 +126,7 @@ TEST_P(DistributedOptimizerTest, Fp16CompressionWithinHalfPrecision) {
   // Each rank's gradient is rounded to float16 (relative error 2^-11), the float32 sum of
   // the two is rounded to float16 again: |error| <= (|g0| + |g1|) / 2 * 2^-11 +
   // |mean| * 2^-11, plus float16's absolute step near zero (2^-24) and float32 noise.
-  const ::torch::Tensor bound =
-      ((g0.abs() + g1.abs()) / 2 + want.abs()).mul(1.01 / 2048).add(1e-7);
+  const ::torch::Tensor bound = ((g0.abs() + g1.abs()) / 2 + want.abs()).mul(1.01 / 2048).add(1e-7);
   EngineGroup g = group(2);
   g.run([&](int r, Engine& e) {
     auto m = make_mlp(kHidden);

@@ -38,8 +38,7 @@ inline ::torch::Tensor labels(int64_t begin, int64_t end) {
 }
 
 inline ::torch::Tensor loss_of(::torch::nn::Sequential& m, int64_t begin, int64_t end) {
-  return ::torch::nn::functional::cross_entropy(m->forward(inputs(begin, end)),
-                                                labels(begin, end));
+  return ::torch::nn::functional::cross_entropy(m->forward(inputs(begin, end)), labels(begin, end));
 }
 
 // All parameters flattened into one vector (a copy).

@@ -15,13 +15,13 @@ namespace chorus::test {
 namespace {
 
 const std::vector<std::string> kSmall = {"--train-samples", "1024", "--test-samples", "1000",
-                                         "--threads", "1", "--verbose", "2"};
+                                         "--threads",       "1",    "--verbose",      "2"};
 
 TEST(ExamplesTest, KerasFitWithTwoWorkersStartedByHandWithTfConfig) {
   TempDir dir;
-  const std::string cluster = R"({"cluster": {"worker": ["localhost:)" + std::to_string(free_port()) +
-                              R"(", "localhost:)" + std::to_string(free_port()) +
-                              R"("]}, "task": {"type": "worker", "index": )";
+  const std::string cluster =
+      R"({"cluster": {"worker": ["localhost:)" + std::to_string(free_port()) + R"(", "localhost:)" +
+      std::to_string(free_port()) + R"("]}, "task": {"type": "worker", "index": )";
   std::vector<std::string> argv = {KERAS_FASHION_MNIST, "--epochs", "2"};
   argv.insert(argv.end(), kSmall.begin(), kSmall.end());
   argv.insert(argv.end(), {"--logdir", dir.path() + "/tb"});
@@ -30,17 +30,22 @@ TEST(ExamplesTest, KerasFitWithTwoWorkersStartedByHandWithTfConfig) {
   EXPECT_EQ(wait_exit(w0, 240s), 0) << slurp(dir.path() + "/w0.log");
   EXPECT_EQ(wait_exit(w1, 60s), 0) << slurp(dir.path() + "/w1.log");
   const std::string chief = slurp(dir.path() + "/w0.log");
-  EXPECT_NE(chief.find("MultiWorkerMirroredStrategy, 2 replica(s), global batch 128"), std::string::npos) << chief;
+  EXPECT_NE(chief.find("MultiWorkerMirroredStrategy, 2 replica(s), global batch 128"),
+            std::string::npos)
+      << chief;
   EXPECT_GT(number_after(chief, "val_accuracy "), 0.55) << chief;
-  EXPECT_EQ(slurp(dir.path() + "/w1.log").find("final:"), std::string::npos) << "only the chief reports";
+  EXPECT_EQ(slurp(dir.path() + "/w1.log").find("final:"), std::string::npos)
+      << "only the chief reports";
 }
 
 TEST(ExamplesTest, MirroredCustomLoopAndResNetRun) {
   TempDir dir;
-  pid_t p = spawn({MIRRORED_CUSTOM_LOOP, "--replicas", "2", "--train-samples", "1024", "--test-samples", "500"},
-                  {}, dir.path() + "/m.log");
+  pid_t p = spawn(
+      {MIRRORED_CUSTOM_LOOP, "--replicas", "2", "--train-samples", "1024", "--test-samples", "500"},
+      {}, dir.path() + "/m.log");
   EXPECT_EQ(wait_exit(p, 120s), 0) << slurp(dir.path() + "/m.log");
-  EXPECT_GT(number_after(slurp(dir.path() + "/m.log"), "test accuracy "), 0.45) << slurp(dir.path() + "/m.log");
+  EXPECT_GT(number_after(slurp(dir.path() + "/m.log"), "test accuracy "), 0.45)
+      << slurp(dir.path() + "/m.log");
 
   RunSpec spec({"-np", "2", RESNET_SYNTHETIC, "--image-size", "32", "--steps", "2", "--batch", "2",
                 "--samples", "16"});
@@ -54,11 +59,18 @@ TEST(ExamplesTest, MirroredCustomLoopAndResNetRun) {
 TEST(ExamplesTest, SideEvaluatorProcessEvaluatesCheckpointsBesideTraining) {
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
-  pid_t evaluator = spawn({KERAS_FASHION_MNIST, "--side-eval", ckpt, "--last-step", "16", "--logdir",
-                           dir.path() + "/tb", "--test-samples", "1000"},
+  pid_t evaluator = spawn({KERAS_FASHION_MNIST, "--side-eval", ckpt, "--last-step", "16",
+                           "--logdir", dir.path() + "/tb", "--test-samples", "1000"},
                           {}, dir.path() + "/eval.log");
-  std::vector<std::string> args = {"-np", "2", KERAS_FASHION_MNIST, "--epochs", "2", "--steps-per-epoch", "8",
-                                   "--checkpoint-dir", ckpt};
+  std::vector<std::string> args = {"-np",
+                                   "2",
+                                   KERAS_FASHION_MNIST,
+                                   "--epochs",
+                                   "2",
+                                   "--steps-per-epoch",
+                                   "8",
+                                   "--checkpoint-dir",
+                                   ckpt};
   args.insert(args.end(), kSmall.begin(), kSmall.end());
   RunSpec spec(args);
   spec.timeout = 180s;
@@ -77,11 +89,13 @@ TEST(ExamplesTest, SideEvaluatorProcessEvaluatesCheckpointsBesideTraining) {
 
 // Runs keras_fashion_mnist on 2 workers under chorusrun with a backup every 10 steps;
 // `kill_after` (a "saved" line) makes the test SIGKILL worker 1 once the chief printed it.
-RunResult train_with_backup(const std::string& backup, const std::string& logs, const std::string& kill_after) {
+RunResult train_with_backup(const std::string& backup, const std::string& logs,
+                            const std::string& kill_after) {
   std::filesystem::create_directories(logs);
-  std::vector<std::string> args = {"-np", "2", "--max-restarts", "1", "--output-dir", logs,
-                                   KERAS_FASHION_MNIST, "--epochs", "2", "--steps-per-epoch", "24",
-                                   "--backup-dir", backup, "--save-freq", "10"};
+  std::vector<std::string> args = {
+      "-np",      "2", "--max-restarts",    "1",  "--output-dir", logs,   KERAS_FASHION_MNIST,
+      "--epochs", "2", "--steps-per-epoch", "24", "--backup-dir", backup, "--save-freq",
+      "10"};
   args.insert(args.end(), kSmall.begin(), kSmall.end());
   RunSpec spec(args);
   spec.timeout = 300s;
@@ -116,10 +130,12 @@ TEST(ExamplesTest, BackupAndRestoreSurvivesAWorkerKilledMidEpoch) {
                                        "BackupAndRestore: saved epoch 1 step 6");
   const std::string log = slurp(dir.path() + "/killed-logs/rank.0.log");
   ASSERT_EQ(killed.exit_code, 0) << killed.out << killed.err << log;
-  EXPECT_NE((killed.out + killed.err).find("restarting the job"), std::string::npos) << killed.out << killed.err;
+  EXPECT_NE((killed.out + killed.err).find("restarting the job"), std::string::npos)
+      << killed.out << killed.err;
   EXPECT_NE(log.find("BackupAndRestore: resuming at epoch 1 step 6"), std::string::npos) << log;
   const double accuracy = number_after(log, "val_accuracy ");
-  std::printf("val_accuracy: uninterrupted %.4f, killed and resumed %.4f\n", clean_accuracy, accuracy);
+  std::printf("val_accuracy: uninterrupted %.4f, killed and resumed %.4f\n", clean_accuracy,
+              accuracy);
   EXPECT_NEAR(accuracy, clean_accuracy, 0.01) << log;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/killed")) << "backup deleted on success";
 }

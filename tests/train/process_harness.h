@@ -31,7 +31,8 @@ inline std::string slurp(const std::string& path) {
 }
 
 // Starts `argv` with extra environment variables, output to `log`.
-inline pid_t spawn(const std::vector<std::string>& argv, const EnvList& env, const std::string& log) {
+inline pid_t spawn(const std::vector<std::string>& argv, const EnvList& env,
+                   const std::string& log) {
   std::fflush(nullptr);  // or the child's freopen() writes our buffered output a second time
   pid_t pid = ::fork();
   if (pid == 0) {

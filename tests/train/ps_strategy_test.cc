@@ -32,7 +32,8 @@ using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(
 
 OptimizerFactory sgd(double lr, double momentum) {
   return [=](ReplicatedModel& m) {
-    return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
+    return std::make_unique<torch::optim::SGD>(m.parameters(),
+                                               torch::optim::SGDOptions(lr).momentum(momentum));
   };
 }
 
@@ -170,7 +171,8 @@ TEST(ParameterServerStrategyTest, OneSyncWorkerFollowsDefaultStrategy) {
 // Several workers: the small MLP problem barely learns (the Fashion-MNIST process tests
 // check convergence); here the loss must stay close to the single-replica run's and each
 // ps must have applied one update per round (kSync) or one per push (otherwise).
-void expect_near_reference(ParameterServerStrategy::Options options, int workers, int num_ps, double tol) {
+void expect_near_reference(ParameterServerStrategy::Options options, int workers, int num_ps,
+                           double tol) {
   const int epochs = 2;
   DefaultStrategy one;
   Outcome reference = fit_with(one, sgd(0.5, 0.0), quiet(epochs));
@@ -262,7 +264,8 @@ TEST(ParameterServerStrategyTest, SavedVariablesComeBackOnRestore) {
 
 TEST(ParameterServerStrategyTest, ClearErrorsForBadConfigurationsAndOptimizers) {
   ::setenv("TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
-                            "task": {"type": "chief", "index": 0}})", 1);
+                            "task": {"type": "chief", "index": 0}})",
+           1);
   try {
     ParameterServerStrategy s;
     ADD_FAILURE() << "a cluster without ps tasks was accepted";
@@ -270,7 +273,8 @@ TEST(ParameterServerStrategyTest, ClearErrorsForBadConfigurationsAndOptimizers) 
     EXPECT_NE(std::string(e.what()).find("ps"), std::string::npos) << e.what();
   }
   ::setenv("TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
-                            "ps": ["127.0.0.1:3"]}, "task": {"type": "worker", "index": 1}})", 1);
+                            "ps": ["127.0.0.1:3"]}, "task": {"type": "worker", "index": 1}})",
+           1);
   try {
     ParameterServerStrategy s;
     ADD_FAILURE() << "worker index 1 of 1 was accepted";

@@ -107,7 +107,8 @@ TEST(StrategyTest, CustomLoopWithRunAndComputeAverageLoss) {
   auto losses = strategy.run([&](ReplicaContext& ctx) {
     EXPECT_EQ(ctx.num_replicas_in_sync, 2);
     const Example& part = parts[static_cast<size_t>(ctx.local_replica)];
-    auto loss = compute_average_loss(loss_fn(model.replica(ctx.local_replica).forward(part[0]), part[1]), 16);
+    auto loss = compute_average_loss(
+        loss_fn(model.replica(ctx.local_replica).forward(part[0]), part[1]), 16);
     loss.backward();
     return loss.item<double>();
   });
@@ -123,8 +124,9 @@ TEST(StrategyTest, CustomLoopWithRunAndComputeAverageLoss) {
   EXPECT_TRUE(torch::allclose(torch_testing::flat_params(model.module()),
                               torch_testing::flat_params(*single), 1e-5, 1e-6));
   EXPECT_NEAR(strategy.reduce(ReduceOp::kAverage, {1.0, 3.0}), 2.0, 1e-12);
-  EXPECT_NE(error_of<InvalidArgument>([&] { compute_average_loss(torch::ones({2}), 0); })
-                .find("global_batch_size must be > 0"),
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              compute_average_loss(torch::ones({2}), 0);
+            }).find("global_batch_size must be > 0"),
             std::string::npos);
 }
 
@@ -133,16 +135,19 @@ TEST(TrainerTest, ErrorsNameTheProblem) {
   ReplicatedModel model = strategy.make_model(mlp_factory());
   torch::optim::SGD sgd(model.parameters(), 0.1);
   Trainer trainer(strategy, model, sgd, losses::sparse_categorical_crossentropy());
-  EXPECT_NE(error_of<InvalidArgument>([&] { trainer.fit(classification_data(8), quiet(1)); })
-                .find("batch the dataset with the global batch size"),
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              trainer.fit(classification_data(8), quiet(1));
+            }).find("batch the dataset with the global batch size"),
             std::string::npos);
-  auto three = Dataset::from_tensor_slices({torch::zeros({8, 4}), torch::zeros({8}, torch::kLong),
-                                            torch::zeros({8})})
+  auto three = Dataset::from_tensor_slices(
+                   {torch::zeros({8, 4}), torch::zeros({8}, torch::kLong), torch::zeros({8})})
                    .batch(4);
-  EXPECT_NE(error_of<InvalidArgument>([&] { trainer.fit(three, quiet(1)); }).find("{input, target}"),
-            std::string::npos);
-  EXPECT_NE(error_of<InvalidArgument>([&] { trainer.fit(training_data(), quiet(0)); }).find("epochs"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<InvalidArgument>([&] { trainer.fit(three, quiet(1)); }).find("{input, target}"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of<InvalidArgument>([&] { trainer.fit(training_data(), quiet(0)); }).find("epochs"),
+      std::string::npos);
 
   EngineGroup group(2);
   group.run([&](int, Engine& engine) {
@@ -150,7 +155,8 @@ TEST(TrainerTest, ErrorsNameTheProblem) {
     ReplicatedModel m = mw.make_model(mlp_factory());
     torch::optim::SGD s(m.parameters(), 0.1);
     Trainer t(mw, m, s, losses::sparse_categorical_crossentropy());
-    std::string e = error_of<InvalidArgument>([&] { t.fit(classification_data(33).batch(33), quiet(1)); });
+    std::string e =
+        error_of<InvalidArgument>([&] { t.fit(classification_data(33).batch(33), quiet(1)); });
     EXPECT_NE(e.find("33"), std::string::npos) << e;
   });
 }
@@ -204,12 +210,14 @@ TEST(CallbackTest, TensorBoardCsvCheckpointsAndSideEvaluator) {
   o.validation_data = classification_data(64).batch(kGlobalBatch);
   ModelCheckpointOptions ck;
   ck.max_to_keep = 1;
-  o.callbacks = {tensorboard(dir + "/tb", 4), csv_logger(dir + "/log.csv"), model_checkpoint(dir + "/ckpt", ck)};
+  o.callbacks = {tensorboard(dir + "/tb", 4), csv_logger(dir + "/log.csv"),
+                 model_checkpoint(dir + "/ckpt", ck)};
   History h = trainer.fit(training_data(), o);
 
   auto events_in = [](const std::string& d) {
     for (auto& e : std::filesystem::directory_iterator(d)) {
-      if (e.path().filename().string().find("tfevents") != std::string::npos) return read_scalars(e.path());
+      if (e.path().filename().string().find("tfevents") != std::string::npos)
+        return read_scalars(e.path());
     }
     return std::vector<ScalarEvent>{};
   };
@@ -253,7 +261,8 @@ TEST(CallbackTest, TensorBoardCsvCheckpointsAndSideEvaluator) {
   EXPECT_EQ(results[0].first, 16);
   EXPECT_NEAR(results[0].second.at("loss"), h.epochs.back().at("val_loss"), 1e-6);
   bool logged = false;
-  for (const auto& e : events_in(dir + "/tb/eval")) logged |= e.tag == "eval_accuracy" && e.step == 16;
+  for (const auto& e : events_in(dir + "/tb/eval"))
+    logged |= e.tag == "eval_accuracy" && e.step == 16;
   EXPECT_TRUE(logged);
   std::filesystem::remove_all(dir);
 }
@@ -261,7 +270,9 @@ TEST(CallbackTest, TensorBoardCsvCheckpointsAndSideEvaluator) {
 // Records the learning rate at every step.
 struct LrRecorder : Callback {
   void on_train_batch_begin(TrainContext&) override {}
-  void on_train_batch_end(TrainContext& ctx, const Logs&) override { lrs.push_back(ctx.learning_rate()); }
+  void on_train_batch_end(TrainContext& ctx, const Logs&) override {
+    lrs.push_back(ctx.learning_rate());
+  }
   std::vector<double> lrs;
 };
 
@@ -276,12 +287,13 @@ TEST(CallbackTest, LearningRateScheduleWarmupAndEarlyStopping) {
   o.callbacks = {learning_rate_warmup(0.4, 1.0), recorder};
   trainer.fit(training_data(), o);
   ASSERT_EQ(recorder->lrs.size(), 24u);
-  EXPECT_NEAR(recorder->lrs[0], 0.2, 1e-12);                  // 0.4 / 2 replicas
+  EXPECT_NEAR(recorder->lrs[0], 0.2, 1e-12);                    // 0.4 / 2 replicas
   EXPECT_NEAR(recorder->lrs[4], 0.2 + 0.2 * 4.0 / 8.0, 1e-12);  // linear ramp over 8 steps
   EXPECT_NEAR(recorder->lrs[8], 0.4, 1e-12);
   EXPECT_NEAR(recorder->lrs[23], 0.4, 1e-12);
 
-  o.callbacks = {learning_rate_scheduler([](int epoch, double lr) { return epoch == 0 ? 0.4 : lr / 2; })};
+  o.callbacks = {
+      learning_rate_scheduler([](int epoch, double lr) { return epoch == 0 ? 0.4 : lr / 2; })};
   trainer.fit(training_data(), o);
   EXPECT_NEAR(sgd.param_groups()[0].options().get_lr(), 0.1, 1e-12);
 
@@ -313,7 +325,8 @@ TEST(TrainerTest, EvaluateAndPredict) {
   auto y = torch_testing::labels(0, 64);
   auto out = model.primary().forward(x);
   EXPECT_NEAR(logs.at("loss"), torch::nn::functional::cross_entropy(out, y).item<double>(), 1e-6);
-  EXPECT_NEAR(logs.at("accuracy"), out.argmax(1).eq(y).to(torch::kDouble).mean().item<double>(), 1e-12);
+  EXPECT_NEAR(logs.at("accuracy"), out.argmax(1).eq(y).to(torch::kDouble).mean().item<double>(),
+              1e-12);
   at::Tensor predicted = trainer.predict(classification_data(64).batch(10));
   EXPECT_TRUE(torch::allclose(predicted, out.detach(), 1e-6, 1e-6));
 }

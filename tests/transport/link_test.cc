@@ -204,7 +204,6 @@ TEST(TcpLink, StagedSendsContinueOrRestage) {
   size_t done = 0;
   while (done < n) {
     done += p.a->try_send(out.data() + done, n - done);
-
   }
   reader.join();
   EXPECT_TRUE(in == out);
@@ -292,7 +291,6 @@ TEST(ShmRing, CountersNoRingCanHaveAreAnError) {
   size_t n = 0;
   EXPECT_THROW(reader.peek(&n), IoError);
   EXPECT_THROW(reader.has_data(), IoError);
-
 
   counters.head.store(100 + kCap);  // exactly full is a ring's state
   EXPECT_EQ(reader.read(in.data(), in.size()), kCap);

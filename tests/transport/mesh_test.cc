@@ -69,9 +69,9 @@ TEST(Mesh, AutoRingSizeKeepsEachRanksRingsWithin64MiB) {
   constexpr size_t KiB = size_t{1} << 10, MiB = size_t{1} << 20;
   EXPECT_EQ(auto_shm_ring_bytes(1), 4 * MiB);
   EXPECT_EQ(auto_shm_ring_bytes(2), 4 * MiB);
-  EXPECT_EQ(auto_shm_ring_bytes(9), 4 * MiB);    // 16 rings x 4 MiB = 64 MiB
-  EXPECT_EQ(auto_shm_ring_bytes(10), 2 * MiB);   // 18 rings: 4 MiB would be 72
-  EXPECT_EQ(auto_shm_ring_bytes(33), 1 * MiB);   // 64 rings
+  EXPECT_EQ(auto_shm_ring_bytes(9), 4 * MiB);   // 16 rings x 4 MiB = 64 MiB
+  EXPECT_EQ(auto_shm_ring_bytes(10), 2 * MiB);  // 18 rings: 4 MiB would be 72
+  EXPECT_EQ(auto_shm_ring_bytes(33), 1 * MiB);  // 64 rings
   EXPECT_EQ(auto_shm_ring_bytes(64), 512 * KiB);
   EXPECT_EQ(auto_shm_ring_bytes(1000), 256 * KiB);  // the floor, past the budget
 }
@@ -220,7 +220,8 @@ bool stray_attempt(TestStore& store, int attempt) {
 TEST(Mesh, StrayConnectionsAreRejected) {
   TestStore store;
   bool answered = false;
-  for (int attempt = 0; attempt < 20 && !answered; ++attempt) answered = stray_attempt(store, attempt);
+  for (int attempt = 0; attempt < 20 && !answered; ++attempt)
+    answered = stray_attempt(store, attempt);
   EXPECT_TRUE(answered) << "the stray never reached rank 1 while the mesh was forming";
 }
 

@@ -24,8 +24,8 @@ TEST(ByteOrder, PutWritesLittleEndianBytes) {
   put_i64(neg, -1);
   EXPECT_EQ(neg, std::string("\xfe\xff\xff\xff") + std::string(8, '\xff'));
   std::string f;
-  put_f32(f, 1.0f);   // 0x3f800000
-  put_f64(f, -2.0);   // 0xc000000000000000
+  put_f32(f, 1.0f);  // 0x3f800000
+  put_f64(f, -2.0);  // 0xc000000000000000
   EXPECT_EQ(f, std::string("\x00\x00\x80\x3f", 4) + std::string("\0\0\0\0\0\0\0\xc0", 8));
 }
 
@@ -98,11 +98,11 @@ TEST(ByteOrder, ShortInputThrowsIoErrorNamingContext) {
   EXPECT_NE(message([](ByteReader& in) { in.i32(); }).find("4 bytes wanted"), std::string::npos);
   EXPECT_NE(message([](ByteReader& in) { in.f32(); }).find("4 bytes wanted"), std::string::npos);
   EXPECT_NE(message([](ByteReader& in) { in.i64(); }).find("8 bytes wanted"), std::string::npos);
-  EXPECT_NE(message([](ByteReader& in) { in.bytes(3); }).find("3 bytes wanted"),
-            std::string::npos);
+  EXPECT_NE(message([](ByteReader& in) { in.bytes(3); }).find("3 bytes wanted"), std::string::npos);
   // A huge announced length must not wrap the bounds check.
-  EXPECT_NE(message([](ByteReader& in) { in.bytes(std::numeric_limits<size_t>::max()); })
-                .find("truncated"),
+  EXPECT_NE(message([](ByteReader& in) {
+              in.bytes(std::numeric_limits<size_t>::max());
+            }).find("truncated"),
             std::string::npos);
   ByteReader in(three, "x");
   in.u16();

@@ -45,9 +45,9 @@ TEST(Net, ReceiveTimesOutAndClosedPeerIsIoError) {
   Fd server = accept_tcp(listener.get(), Deadline::after(std::chrono::seconds(5)));
   char byte;
   auto start = Clock::now();
-  EXPECT_THROW(recv_all(client.get(), &byte, 1, Deadline::after(std::chrono::milliseconds(100)),
-                        "test"),
-               TimeoutError);
+  EXPECT_THROW(
+      recv_all(client.get(), &byte, 1, Deadline::after(std::chrono::milliseconds(100)), "test"),
+      TimeoutError);
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(100));
   server.reset();
   EXPECT_THROW(recv_all(client.get(), &byte, 1, Deadline::after(std::chrono::seconds(5)), "test"),

@@ -27,10 +27,12 @@ bool valid_host_name(const std::string& host) {
 }
 
 int parse_slots(const std::string& text, const std::string& context) {
-  bool digits = !text.empty() && text.size() <= 6 &&
-                std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  bool digits =
+      !text.empty() && text.size() <= 6 &&
+      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
   int n = digits ? std::stoi(text) : 0;
-  if (n <= 0) throw UsageError("malformed host entry '" + context + "': slots must be a positive integer");
+  if (n <= 0)
+    throw UsageError("malformed host entry '" + context + "': slots must be a positive integer");
   return n;
 }
 
@@ -62,7 +64,8 @@ HostSlots parse_entry(const std::string& entry) {
 std::vector<HostSlots> merge(const std::vector<HostSlots>& in) {
   std::vector<HostSlots> out;
   for (const HostSlots& h : in) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.host == h.host; });
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.host == h.host; });
     if (it == out.end()) {
       out.push_back(h);
     } else {
@@ -103,7 +106,8 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
       hosts.push_back(parse_entry(head));
       hosts.back().slots = parse_slots(rest.substr(6), line);
     } else {
-      throw UsageError(path + ":" + std::to_string(n) + ": expected 'host', 'host:N' or 'host slots=N'");
+      throw UsageError(path + ":" + std::to_string(n) +
+                       ": expected 'host', 'host:N' or 'host slots=N'");
     }
   }
   if (hosts.empty()) throw UsageError("hostfile '" + path + "' lists no hosts");
@@ -128,8 +132,8 @@ void check_resolves(const std::string& host) {
   if (rc != 0) throw UsageError("unknown host '" + host + "': " + gai_strerror(rc));
 }
 
-std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np,
-                                   bool oversubscribe, const char* noun) {
+std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np, bool oversubscribe,
+                                   const char* noun) {
   int total = 0;
   for (const HostSlots& h : hosts) total += h.slots;
   if (np > total && !oversubscribe) {
@@ -140,9 +144,11 @@ std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np,
   std::vector<int> used(hosts.size(), 0);
   int r = 0;
   for (size_t h = 0; h < hosts.size() && r < np; ++h) {
-    for (int s = 0; s < hosts[h].slots && r < np; ++s, ++r) host_of[r] = static_cast<int>(h), ++used[h];
+    for (int s = 0; s < hosts[h].slots && r < np; ++s, ++r)
+      host_of[r] = static_cast<int>(h), ++used[h];
   }
-  for (size_t h = 0; r < np; h = (h + 1) % hosts.size(), ++r) host_of[r] = static_cast<int>(h), ++used[h];
+  for (size_t h = 0; r < np; h = (h + 1) % hosts.size(), ++r)
+    host_of[r] = static_cast<int>(h), ++used[h];
   // Hosts that got no rank are not part of the job (cross ranks count only used hosts).
   std::vector<int> cross(hosts.size(), -1);
   int cross_size = 0;
@@ -153,8 +159,9 @@ std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np,
   std::vector<int> next_local(hosts.size(), 0);
   for (int k = 0; k < np; ++k) {
     int h = host_of[k];
-    out[k] = Placement{k, hosts[h].host, is_local_host(hosts[h].host), next_local[h]++, used[h],
-                       cross[h], cross_size};
+    out[k] =
+        Placement{k,        hosts[h].host, is_local_host(hosts[h].host), next_local[h]++, used[h],
+                  cross[h], cross_size};
   }
   return out;
 }

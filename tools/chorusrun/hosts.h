@@ -35,7 +35,7 @@ struct Placement {
 // Fills each host's slots in order (rank 0.. on the first host). With more ranks than slots
 // it throws UsageError unless `oversubscribe`, which then deals the rest round-robin.
 // `noun` names the processes in that message ("ranks", "tasks").
-std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np,
-                                   bool oversubscribe, const char* noun = "ranks");
+std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int np, bool oversubscribe,
+                                   const char* noun = "ranks");
 
 }  // namespace chorus::run

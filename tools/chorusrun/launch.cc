@@ -45,9 +45,12 @@ EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
   // The place of the rank under both names: CHORUS_ for chorus, HOROVOD_ for the Horovod
   // scripts and tests that read them (as horovodrun's Gloo launcher sets them).
   const std::pair<const char*, int> place[] = {
-      {"RANK", p.rank},           {"SIZE", plan.options.np},
-      {"LOCAL_RANK", p.local_rank}, {"LOCAL_SIZE", p.local_size},
-      {"CROSS_RANK", p.cross_rank}, {"CROSS_SIZE", p.cross_size},
+      {"RANK", p.rank},
+      {"SIZE", plan.options.np},
+      {"LOCAL_RANK", p.local_rank},
+      {"LOCAL_SIZE", p.local_size},
+      {"CROSS_RANK", p.cross_rank},
+      {"CROSS_SIZE", p.cross_size},
   };
   for (const char* prefix : {"CHORUS_", "HOROVOD_"}) {
     for (const auto& [name, value] : place) {
@@ -76,7 +79,8 @@ EnvVars exported_vars(const Options& options) {
 
 // What a remote process gets: its own variables, the launcher's CHORUS_ tunables (except
 // those in `unset`), and -x.
-EnvVars remote_vars(const JobPlan& plan, const EnvVars& own, const std::vector<std::string>& unset) {
+EnvVars remote_vars(const JobPlan& plan, const EnvVars& own,
+                    const std::vector<std::string>& unset) {
   EnvVars vars = own;
   std::set<std::string> taken(unset.begin(), unset.end());
   for (const auto& kv : vars) taken.insert(kv.first);
@@ -101,7 +105,8 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-SpawnSpec local_spec(const JobPlan& plan, const EnvVars& own, const std::vector<std::string>& unset) {
+SpawnSpec local_spec(const JobPlan& plan, const EnvVars& own,
+                     const std::vector<std::string>& unset) {
   EnvVars vars = own;
   for (auto& kv : exported_vars(plan.options)) vars.push_back(kv);
   vars.emplace_back("CHORUS_SECRET_FILE", plan.secret_file);
@@ -119,10 +124,12 @@ SpawnSpec remote_spec(const JobPlan& plan, const Placement& p, const EnvVars& ow
   SpawnSpec spec;
   spec.argv = split_words(plan.options.rsh);
   spec.argv[0] = resolve_program(spec.argv[0]);
-  for (const char* o : {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", p.host.c_str()}) {
+  for (const char* o :
+       {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", p.host.c_str()}) {
     spec.argv.push_back(o);
   }
-  spec.argv.push_back("sh -c " + shell_quote(remote_script(plan.cwd, remote_vars(plan, own, unset), program)));
+  spec.argv.push_back("sh -c " +
+                      shell_quote(remote_script(plan.cwd, remote_vars(plan, own, unset), program)));
   spec.env = inherited_env({}, unset);  // what a remote shell might pass on (SendEnv)
   // The secret travels on ssh's stdin (length, newline, bytes), never on a command line.
   spec.stdin_data = std::to_string(plan.secret.bytes().size()) + "\n" + plan.secret.bytes();
@@ -139,8 +146,9 @@ SpawnSpec mpirun_spec(const JobPlan& plan, int restart) {
   spec.argv.insert(spec.argv.end(), {"-np", std::to_string(o.np)});
   if (!o.host_list.empty()) spec.argv.insert(spec.argv.end(), {"-H", o.host_list});
   if (!o.hostfile.empty()) spec.argv.insert(spec.argv.end(), {"--hostfile", o.hostfile});
-  EnvVars vars = {{"CHORUS_STORE_ADDR", net::Endpoint{plan.store_host, plan.store_port}.to_string()},
-                  {"CHORUS_RESTART_COUNT", std::to_string(restart)}};
+  EnvVars vars = {
+      {"CHORUS_STORE_ADDR", net::Endpoint{plan.store_host, plan.store_port}.to_string()},
+      {"CHORUS_RESTART_COUNT", std::to_string(restart)}};
   // mpirun carries -x variables to its daemons itself; a multi-host job cannot use our file.
   if (plan.multi_host) {
     vars.emplace_back("CHORUS_SECRET", plan.secret.bytes());
@@ -231,8 +239,9 @@ void prepare_secret(JobPlan& plan, const std::string& private_dir) {
     throw UsageError(e.what());
   }
   if (!given && plan.multi_host) {
-    throw UsageError("a multi-host job needs a shared secret: set CHORUS_SECRET or "
-                     "CHORUS_SECRET_FILE (a file of mode 0600) before starting chorusrun");
+    throw UsageError(
+        "a multi-host job needs a shared secret: set CHORUS_SECRET or "
+        "CHORUS_SECRET_FILE (a file of mode 0600) before starting chorusrun");
   }
   plan.secret = given ? *given : Secret::generate();
   plan.secret_file = private_dir + "/secret";

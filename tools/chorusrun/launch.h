@@ -19,13 +19,13 @@ struct JobPlan {
   Options options;
   std::vector<HostSlots> hosts;
   std::vector<Placement> placements;
-  bool multi_host = false;       // some rank runs on another machine
-  std::string program;           // resolved absolute path
+  bool multi_host = false;  // some rank runs on another machine
+  std::string program;      // resolved absolute path
   std::string cwd;
-  std::string store_host;        // where ranks dial the launcher's store
+  std::string store_host;  // where ranks dial the launcher's store
   uint16_t store_port = 0;
   Secret secret;
-  std::string secret_file;       // 0600 copy for local ranks, in a 0700 directory
+  std::string secret_file;  // 0600 copy for local ranks, in a 0700 directory
 };
 
 // Validates everything that can be checked before starting (UsageError otherwise).

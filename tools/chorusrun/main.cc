@@ -58,8 +58,9 @@ void show_plan(const JobPlan& plan, int restart) {
       (plan.options.mpi ? ", starting mpirun" : ""));
   if (plan.options.mpi) return;
   for (const Placement& p : plan.placements) {
-    say("rank " + std::to_string(p.rank) + " on " + p.host + (p.local ? " (local)" : " (" + plan.options.rsh + ")") +
-        " local " + std::to_string(p.local_rank) + "/" + std::to_string(p.local_size) + " host " +
+    say("rank " + std::to_string(p.rank) + " on " + p.host +
+        (p.local ? " (local)" : " (" + plan.options.rsh + ")") + " local " +
+        std::to_string(p.local_rank) + "/" + std::to_string(p.local_size) + " host " +
         std::to_string(p.cross_rank) + "/" + std::to_string(p.cross_size) + ": " + plan.program);
   }
 }
@@ -74,7 +75,8 @@ std::vector<Child> start(const JobPlan& plan, int restart, Store* store, PsAttem
     return ps->start(relays);
   }
   if (o.verbose) show_plan(plan, restart);
-  if (store) so.missing_ranks = [store, restart, &o] { return missing_ranks(*store, restart, o.np); };
+  if (store)
+    so.missing_ranks = [store, restart, &o] { return missing_ranks(*store, restart, o.np); };
   return start_attempt(plan, restart, relays);
 }
 
@@ -85,13 +87,15 @@ int run_attempts(JobPlan& plan, Store* store) {
     so.grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
     so.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.start_timeout * 1000));
     so.verbose = o.verbose;
-    std::unique_ptr<PsAttempt> ps = o.ps_mode ? std::make_unique<PsAttempt>(plan, restart) : nullptr;
+    std::unique_ptr<PsAttempt> ps =
+        o.ps_mode ? std::make_unique<PsAttempt>(plan, restart) : nullptr;
     std::vector<std::unique_ptr<LineRelay>> relays;
     std::vector<Child> children = start(plan, restart, store, ps.get(), so, relays);
     AttemptResult result = Supervisor(std::move(children), std::move(relays), so).run();
     if (result.success) return 0;
     if (result.interrupted_by != 0) {
-      say(std::string(o.ps_mode ? "stopped every task (" : "stopped every rank (") + result.failure + ")");
+      say(std::string(o.ps_mode ? "stopped every task (" : "stopped every rank (") +
+          result.failure + ")");
       return result.exit_code;
     }
     if (restart >= o.max_restarts) {

@@ -39,15 +39,19 @@ const std::map<std::string, ValueSetter>& value_options() {
       {"--hosts", [](Options& o, auto&, auto& v) { o.host_list = v; }},
       {"--hostfile", [](Options& o, auto&, auto& v) { o.hostfile = v; }},
       {"--output-dir", [](Options& o, auto&, auto& v) { o.output_dir = v; }},
-      {"--grace-seconds", [](Options& o, auto& n, auto& v) { o.grace_seconds = parse_seconds(n, v); }},
-      {"--start-timeout", [](Options& o, auto& n, auto& v) { o.start_timeout = parse_seconds(n, v); }},
+      {"--grace-seconds",
+       [](Options& o, auto& n, auto& v) { o.grace_seconds = parse_seconds(n, v); }},
+      {"--start-timeout",
+       [](Options& o, auto& n, auto& v) { o.start_timeout = parse_seconds(n, v); }},
       {"--max-restarts", [](Options& o, auto& n, auto& v) { o.max_restarts = parse_int(n, v); }},
-      {"--ps", [](Options& o, auto& n, auto& v) {
+      {"--ps",
+       [](Options& o, auto& n, auto& v) {
          o.ps = parse_int(n, v);
          o.ps_mode = true;
        }},
       {"--ps-port-base", [](Options& o, auto& n, auto& v) { o.ps_port_base = parse_int(n, v); }},
-      {"--worker-restarts", [](Options& o, auto& n, auto& v) { o.worker_restarts = parse_int(n, v); }},
+      {"--worker-restarts",
+       [](Options& o, auto& n, auto& v) { o.worker_restarts = parse_int(n, v); }},
       {"--store-address", [](Options& o, auto&, auto& v) { o.store_address = v; }},
       {"--rsh", [](Options& o, auto&, auto& v) { o.rsh = v; }},
       {"-x", [](Options& o, auto&, auto& v) { o.exports.push_back(v); }},
@@ -68,8 +72,10 @@ const std::map<std::string, FlagSetter>& flag_options() {
 // --ps K: what a parameter-server cluster can and cannot be combined with.
 void validate_ps(const Options& o) {
   if (!o.ps_mode) return;
-  if (o.ps <= 0) throw UsageError("--ps must be a positive number of ps tasks, got " + std::to_string(o.ps));
-  if (o.mpi) throw UsageError("--mpi is not supported with --ps (chorusrun starts the cluster itself)");
+  if (o.ps <= 0)
+    throw UsageError("--ps must be a positive number of ps tasks, got " + std::to_string(o.ps));
+  if (o.mpi)
+    throw UsageError("--mpi is not supported with --ps (chorusrun starts the cluster itself)");
   // The launcher hosts no store for a cluster (the chief does), so nothing can tell who joined.
   if (o.start_timeout > 0) throw UsageError("--start-timeout is not supported with --ps");
   if (o.worker_restarts < 0) throw UsageError("--worker-restarts must not be negative");
@@ -88,10 +94,12 @@ void validate(const Options& o) {
     throw UsageError("-H and --hostfile are exclusive");
   }
   if (o.max_restarts < 0) throw UsageError("--max-restarts must not be negative");
-  if (o.rsh.find_first_not_of(' ') == std::string::npos) throw UsageError("--rsh must name a program");
+  if (o.rsh.find_first_not_of(' ') == std::string::npos)
+    throw UsageError("--rsh must name a program");
   for (const std::string& e : o.exports) {
     if (e.empty() || e[0] == '=' || e.rfind("CHORUS_SECRET", 0) == 0) {
-      throw UsageError("-x '" + e + "': expected NAME or NAME=VALUE (the secret is never exported)");
+      throw UsageError("-x '" + e +
+                       "': expected NAME or NAME=VALUE (the secret is never exported)");
     }
   }
   validate_ps(o);
@@ -116,7 +124,8 @@ Options parse_options(int argc, char** argv) {
     }
     std::string value;
     auto eq = arg.find('=');
-    std::string name = (arg.rfind("--", 0) == 0 && eq != std::string::npos) ? arg.substr(0, eq) : arg;
+    std::string name =
+        (arg.rfind("--", 0) == 0 && eq != std::string::npos) ? arg.substr(0, eq) : arg;
     if (auto f = flag_options().find(name); f != flag_options().end()) {
       f->second(o);
       continue;

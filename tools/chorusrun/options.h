@@ -14,25 +14,25 @@ class UsageError : public std::runtime_error {
 };
 
 struct Options {
-  bool show_version = false;   // --version: print it and start nothing
+  bool show_version = false;  // --version: print it and start nothing
   int np = 0;
   std::string host_list;       // -H a:2,b:2
   std::string hostfile;        // --hostfile FILE
   bool oversubscribe = false;  // allow more ranks than slots
   bool mpi = false;            // start through OpenMPI's mpirun
   bool verbose = false;
-  std::string output_dir;      // one log per rank instead of prefixed lines
-  double grace_seconds = 5;    // SIGTERM -> SIGKILL
-  double start_timeout = 0;    // seconds for every rank to join the store; 0: no limit
+  std::string output_dir;    // one log per rank instead of prefixed lines
+  double grace_seconds = 5;  // SIGTERM -> SIGKILL
+  double start_timeout = 0;  // seconds for every rank to join the store; 0: no limit
   int max_restarts = 0;
   // Parameter-server mode (--ps K): 1 chief + np workers + K ps tasks, each told its place
   // through TF_CONFIG instead of CHORUS_RANK (see ps_cluster.h).
   bool ps_mode = false;
-  int ps = 0;                  // K, the number of ps tasks
-  int ps_port_base = 29500;    // remote tasks listen on base + their position in the cluster
-  int worker_restarts = 3;     // per worker and attempt: restarts of that worker alone
-  std::string store_address;   // address the launcher's store binds and ranks dial
-  std::string rsh = "ssh";     // remote shell (tests substitute a local one)
+  int ps = 0;                        // K, the number of ps tasks
+  int ps_port_base = 29500;          // remote tasks listen on base + their position in the cluster
+  int worker_restarts = 3;           // per worker and attempt: restarts of that worker alone
+  std::string store_address;         // address the launcher's store binds and ranks dial
+  std::string rsh = "ssh";           // remote shell (tests substitute a local one)
   std::vector<std::string> exports;  // -x NAME[=VALUE]: also forwarded to remote ranks
   std::vector<std::string> program;  // program and its arguments
 };

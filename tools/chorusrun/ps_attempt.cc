@@ -62,8 +62,8 @@ ExitDecision PsAttempt::worker_failed(const PsTask& task, const std::string& wha
 }
 
 Child PsAttempt::start_task(const PsTask& task, std::vector<std::unique_ptr<LineRelay>>& relays) {
-  SpawnSpec spec = process_spec(plan_, task.placement, ps_task_vars(cluster_, task, restart_),
-                                ps_unset_vars());
+  SpawnSpec spec =
+      process_spec(plan_, task.placement, ps_task_vars(cluster_, task, restart_), ps_unset_vars());
   add_relays(plan_, task.label(), task.log_name(), relays);
   Child child = spawn(spec);
   child.label = task.label();

@@ -37,7 +37,9 @@ std::string address_list(const std::vector<PsTask>& cluster, const std::string& 
 
 }  // namespace
 
-std::string PsTask::label() const { return role == "chief" ? role : role + " " + std::to_string(index); }
+std::string PsTask::label() const {
+  return role == "chief" ? role : role + " " + std::to_string(index);
+}
 
 std::string PsTask::log_name() const {
   return role == "chief" ? role : role + "." + std::to_string(index);
@@ -51,8 +53,9 @@ std::vector<PsTask> make_ps_cluster(const JobPlan& plan) {
   for (const Placement& p : plan.placements) {
     PsTask task = task_at(o, p.rank);
     task.placement = p;
-    net::Endpoint at = p.local ? net::Endpoint{local_host, free_port(local_host, held)}
-                               : net::Endpoint{p.host, static_cast<uint16_t>(o.ps_port_base + p.rank)};
+    net::Endpoint at = p.local
+                           ? net::Endpoint{local_host, free_port(local_host, held)}
+                           : net::Endpoint{p.host, static_cast<uint16_t>(o.ps_port_base + p.rank)};
     task.address = at.to_string();
     cluster.push_back(task);
   }
@@ -61,8 +64,9 @@ std::vector<PsTask> make_ps_cluster(const JobPlan& plan) {
 
 std::string tf_config_json(const std::vector<PsTask>& cluster, const PsTask& me) {
   return "{\"cluster\": {\"chief\": " + address_list(cluster, "chief") +
-         ", \"worker\": " + address_list(cluster, "worker") + ", \"ps\": " + address_list(cluster, "ps") +
-         "}, \"task\": {\"type\": \"" + me.role + "\", \"index\": " + std::to_string(me.index) + "}}";
+         ", \"worker\": " + address_list(cluster, "worker") +
+         ", \"ps\": " + address_list(cluster, "ps") + "}, \"task\": {\"type\": \"" + me.role +
+         "\", \"index\": " + std::to_string(me.index) + "}}";
 }
 
 EnvVars ps_task_vars(const std::vector<PsTask>& cluster, const PsTask& me, int restart) {

@@ -36,8 +36,8 @@ void make_pipe(int fds[2]) {
 // In the forked child: only async-signal-safe calls from here to exec. Signals arrive
 // blocked (see spawn()): until the handlers are reset, a signal meant for this rank would
 // run chorusrun's own handler here and be taken for one sent to chorusrun.
-[[noreturn]] void exec_child(const SpawnSpec& spec, char* const* argv, char* const* envp,
-                             int in_fd, int out_fd, int err_fd) {
+[[noreturn]] void exec_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int in_fd,
+                             int out_fd, int err_fd) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -59,22 +59,38 @@ void make_pipe(int fds[2]) {
 
 const char* signal_abbrev(int sig) {
   switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    default: return nullptr;
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTRAP:
+      return "SIGTRAP";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return nullptr;
   }
 }
 
@@ -123,10 +139,12 @@ Child spawn(const SpawnSpec& spec) {
 std::string resolve_program(const std::string& program) {
   auto runnable = [](const std::string& path) {
     struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
   };
   if (program.find('/') != std::string::npos) {
-    if (!runnable(program)) throw UsageError("program '" + program + "' is missing or not executable");
+    if (!runnable(program))
+      throw UsageError("program '" + program + "' is missing or not executable");
     if (program[0] == '/') return program;
     char cwd[4096];
     if (!::getcwd(cwd, sizeof(cwd))) throw UsageError("cannot read the working directory");
@@ -179,14 +197,17 @@ std::string remote_script(const std::string& cwd, const EnvVars& vars,
   for (const std::string& word : program) command += " " + shell_quote(word);
   // setsid: the program leads its own process group, so "kill -- -$p" reaches its children.
   // Background jobs read /dev/null unless redirected: the watcher gets stdin through fd 3.
-  return "cd " + shell_quote(cwd) + " || exit 127\n"
+  return "cd " + shell_quote(cwd) +
+         " || exit 127\n"
          "umask 077\n"
          "f=$(mktemp \"${TMPDIR:-/tmp}/chorus-secret.XXXXXX\") || exit 127\n"
          "trap 'rm -f \"$f\"' EXIT\n"
          "IFS= read -r n || exit 127\n"
          "head -c \"$n\" > \"$f\" || exit 127\n"
          "exec 3<&0\n"
-         "setsid " + command + " </dev/null &\n"
+         "setsid " +
+         command +
+         " </dev/null &\n"
          "p=$!\n"
          "(while IFS= read -r s; do kill -s \"$s\" -- -$p 2>/dev/null; done;"
          " kill -s KILL -- -$p 2>/dev/null) <&3 &\n"

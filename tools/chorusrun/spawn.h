@@ -23,7 +23,7 @@ struct Child {
   std::string label;  // "3" for rank 3, "mpirun"
   std::string host;
   bool remote = false;
-  pid_t pid = -1;  // also the process group id
+  pid_t pid = -1;   // also the process group id
   int out_fd = -1;  // read ends of the child's stdout / stderr
   int err_fd = -1;
   int ctl_fd = -1;  // remote only: write end of ssh's stdin

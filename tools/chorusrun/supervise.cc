@@ -77,7 +77,8 @@ AttemptResult Supervisor::run() {
     if (!joined_) check_joined();
     escalate();
     // A rank's own children may hold its pipes open after it exited: give them 2 s.
-    if (all_exited() && drained_by == Clock::time_point::max()) drained_by = Clock::now() + std::chrono::seconds(2);
+    if (all_exited() && drained_by == Clock::time_point::max())
+      drained_by = Clock::now() + std::chrono::seconds(2);
     if (Clock::now() >= drained_by) break;
   }
   for (auto& relay : relays_) relay->finish();
@@ -89,8 +90,10 @@ void Supervisor::poll_once(int timeout_ms) {
   std::vector<pollfd> fds = {{g_signal_pipe[0], POLLIN, 0}};
   std::vector<std::pair<size_t, bool>> owners;
   for (size_t i = 0; i < children_.size(); ++i) {
-    if (children_[i].out_fd >= 0) fds.push_back({children_[i].out_fd, POLLIN, 0}), owners.push_back({i, false});
-    if (children_[i].err_fd >= 0) fds.push_back({children_[i].err_fd, POLLIN, 0}), owners.push_back({i, true});
+    if (children_[i].out_fd >= 0)
+      fds.push_back({children_[i].out_fd, POLLIN, 0}), owners.push_back({i, false});
+    if (children_[i].err_fd >= 0)
+      fds.push_back({children_[i].err_fd, POLLIN, 0}), owners.push_back({i, true});
   }
   if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
   for (size_t k = 1; k < fds.size(); ++k) {
@@ -107,7 +110,9 @@ void Supervisor::drain_signals() {
       if (sig == SIGCHLD || result_.interrupted_by != 0) continue;
       result_.interrupted_by = sig;
       result_.exit_code = 128 + sig;
-      stop(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"));
+      stop(std::string("interrupted by ") + (sig == SIGINT    ? "SIGINT"
+                                             : sig == SIGTERM ? "SIGTERM"
+                                                              : "SIGHUP"));
     }
   }
 }
@@ -153,13 +158,18 @@ void Supervisor::on_exit(size_t index) {
     say(what);
   }
   switch (d.action) {
-    case ExitDecision::Action::kContinue: break;
-    case ExitDecision::Action::kRestart: restart(index); break;
+    case ExitDecision::Action::kContinue:
+      break;
+    case ExitDecision::Action::kRestart:
+      restart(index);
+      break;
     case ExitDecision::Action::kFail:
       result_.exit_code = status_exit_code(c.status);
       stop(what);
       break;
-    case ExitDecision::Action::kFinish: finish(); break;
+    case ExitDecision::Action::kFinish:
+      finish();
+      break;
   }
 }
 
@@ -222,7 +232,8 @@ void Supervisor::finish() {
 void Supervisor::escalate() {
   auto now = Clock::now();
   if (!term_sent_ && now >= term_at_) {
-    if (finishing_ && !stopping_ && options_.verbose) say("grace period over: SIGTERM to the remaining tasks");
+    if (finishing_ && !stopping_ && options_.verbose)
+      say("grace period over: SIGTERM to the remaining tasks");
     signal_all(SIGTERM);
     term_sent_ = true;
     kill_at_ = now + options_.grace;

@@ -41,10 +41,10 @@ struct CreateOptions {
 };
 
 struct PsStats {
-  int64_t version = 0;          // updates applied
+  int64_t version = 0;  // updates applied
   int64_t pushes_applied = 0;
-  int64_t pushes_dropped = 0;   // stale kSync pushes
-  int64_t elements = 0;         // float32 elements held
+  int64_t pushes_dropped = 0;  // stale kSync pushes
+  int64_t elements = 0;        // float32 elements held
 };
 
 class PsClient {

@@ -70,7 +70,8 @@ class RemoteValue {
 class Coordinator {
  public:
   // Listens on host:port (0: any) for workers (purpose "coordinator").
-  Coordinator(const std::string& host, uint16_t port, Secret secret, CoordinatorOptions options = {});
+  Coordinator(const std::string& host, uint16_t port, Secret secret,
+              CoordinatorOptions options = {});
   ~Coordinator();  // shutdown_workers(), then closes everything
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -103,7 +104,8 @@ class Coordinator {
 };
 
 // What a worker runs for one step: function name and argument in, result bytes out.
-using StepHandler = std::function<std::string(const std::string& function, const std::string& argument)>;
+using StepHandler =
+    std::function<std::string(const std::string& function, const std::string& argument)>;
 
 // A worker's life: connects to the coordinator at `address` (retrying while it starts, up
 // to `connect_timeout`), announces `worker_index`, runs steps one at a time until the

@@ -15,8 +15,8 @@ struct OptimizerConfig {
   enum class Kind : uint8_t { kSgd = 0, kAdam = 1 };
   Kind kind = Kind::kSgd;
   double learning_rate = 0.01;
-  double momentum = 0;       // kSgd
-  bool nesterov = false;     // kSgd, REQUIRES momentum > 0
+  double momentum = 0;    // kSgd
+  bool nesterov = false;  // kSgd, REQUIRES momentum > 0
   double weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // kAdam
 };

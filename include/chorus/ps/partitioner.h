@@ -26,7 +26,7 @@ struct Shard {
   int variable = 0;  // index into the VariableSpec list
   int64_t offset = 0;
   int64_t length = 0;
-  int ps = 0;        // the ps task that holds it
+  int ps = 0;  // the ps task that holds it
 };
 
 // REQUIRES num_ps >= 1, non-empty unique names (InvalidArgument otherwise).

@@ -26,7 +26,8 @@ class ParameterServer {
  public:
   // Binds host:port (0: any free port) and starts serving. Throws IoError when the address
   // cannot be bound, InvalidArgument without a secret.
-  ParameterServer(const std::string& host, uint16_t port, Secret secret, ServerOptions options = {});
+  ParameterServer(const std::string& host, uint16_t port, Secret secret,
+                  ServerOptions options = {});
   ~ParameterServer();  // stop()
   ParameterServer(const ParameterServer&) = delete;
   ParameterServer& operator=(const ParameterServer&) = delete;

@@ -34,18 +34,18 @@ struct TrainContext {
   Strategy* strategy = nullptr;
   ReplicatedModel* model = nullptr;
   ::torch::optim::Optimizer* optimizer = nullptr;
-  int epochs = 0;                 // fit(epochs)
-  int64_t steps_per_epoch = -1;   // -1 while unknown (first pass over a finite dataset)
-  int epoch = 0;                  // current epoch
-  int64_t step = 0;               // steps done in the current epoch
-  int64_t global_step = 0;        // steps done since training began (over restarts)
+  int epochs = 0;                // fit(epochs)
+  int64_t steps_per_epoch = -1;  // -1 while unknown (first pass over a finite dataset)
+  int epoch = 0;                 // current epoch
+  int64_t step = 0;              // steps done in the current epoch
+  int64_t global_step = 0;       // steps done since training began (over restarts)
   // Where fit() starts: set by BackupAndRestore::on_train_begin after a restore.
   int initial_epoch = 0;
   int64_t initial_step = 0;
-  bool stop_training = false;     // EarlyStopping sets it; fit() stops after the epoch
+  bool stop_training = false;  // EarlyStopping sets it; fit() stops after the epoch
 
-  double learning_rate() const;            // of the first param group
-  void set_learning_rate(double lr);       // every param group
+  double learning_rate() const;       // of the first param group
+  void set_learning_rate(double lr);  // every param group
   bool is_chief() const;
 };
 
@@ -75,10 +75,11 @@ void restore_training_state(TrainContext& ctx, const std::map<std::string, std::
 // same checkpoint to a temporary directory that is removed at once (as Keras does, so
 // every worker runs the same code path; it also proves every worker's state serialises).
 struct ModelCheckpointOptions {
-  int64_t save_freq_steps = 0;    // 0: at every epoch end
+  int64_t save_freq_steps = 0;  // 0: at every epoch end
   int max_to_keep = 5;
 };
-std::shared_ptr<Callback> model_checkpoint(std::string directory, ModelCheckpointOptions options = {});
+std::shared_ptr<Callback> model_checkpoint(std::string directory,
+                                           ModelCheckpointOptions options = {});
 
 // Keras' BackupAndRestore: saves the training state to `backup_dir` at every epoch end
 // (save_freq_steps == 0) or every save_freq_steps steps; at train begin, restores the
@@ -91,7 +92,8 @@ struct BackupAndRestoreOptions {
   int64_t save_freq_steps = 0;
   bool delete_checkpoint = true;
 };
-std::shared_ptr<Callback> backup_and_restore(std::string backup_dir, BackupAndRestoreOptions options = {});
+std::shared_ptr<Callback> backup_and_restore(std::string backup_dir,
+                                             BackupAndRestoreOptions options = {});
 
 // TensorBoard event files under log_dir/train and log_dir/validation (chief only):
 // "batch_<metric>" every update_freq_steps steps (this worker's running mean) and
@@ -103,7 +105,8 @@ std::shared_ptr<Callback> tensorboard(std::string log_dir, int64_t update_freq_s
 std::shared_ptr<Callback> csv_logger(std::string path, bool append = false);
 
 // Sets the learning rate at every epoch begin to schedule(epoch, current lr).
-std::shared_ptr<Callback> learning_rate_scheduler(std::function<double(int epoch, double lr)> schedule);
+std::shared_ptr<Callback> learning_rate_scheduler(
+    std::function<double(int epoch, double lr)> schedule);
 
 // Goyal et al.'s warmup for large global batches (Horovod's LearningRateWarmupCallback):
 // the learning rate ramps linearly per step from target_lr / num_replicas_in_sync to

@@ -55,8 +55,8 @@ class PsClient;
 // gradients (and in kSync tags them with the round the parameters came from).
 struct PsStepContext {
   int worker_index = 0;
-  int64_t step = 0;              // the chief's running count of scheduled steps
-  const std::string& argument;   // the bytes given to schedule()
+  int64_t step = 0;             // the chief's running count of scheduled steps
+  const std::string& argument;  // the bytes given to schedule()
   ReplicatedModel& model;
 };
 // Returns numbers for the chief (losses, metric sums): RemoteValue bytes, see values().
@@ -66,9 +66,9 @@ class ParameterServerStrategy : public Strategy {
  public:
   struct Options {
     ps::UpdateMode mode = ps::UpdateMode::kAsync;
-    int max_staleness = 2;            // kBoundedStaleness
-    int64_t max_shard_elements = 0;   // partitioner; 0: its default
-    bool exit_after_serving = true;   // ps role: exit(0) after serving (see above)
+    int max_staleness = 2;           // kBoundedStaleness
+    int64_t max_shard_elements = 0;  // partitioner; 0: its default
+    bool exit_after_serving = true;  // ps role: exit(0) after serving (see above)
     // Trainer::fit on the chief keeps this many rounds scheduled, so workers do not wait
     // for the chief between rounds (1: each round waits for the previous one).
     int rounds_in_flight = 2;
@@ -92,9 +92,11 @@ class ParameterServerStrategy : public Strategy {
   // Chief: creates (or, on a restarted chief, re-creates) the variables on the ps tasks.
   // Worker: waits for them. InvalidArgument for an optimizer other than SGD (dampening 0)
   // or Adam (no amsgrad).
-  GradientUpdater make_updater(ReplicatedModel& model, ::torch::optim::Optimizer& optimizer) override;
+  GradientUpdater make_updater(ReplicatedModel& model,
+                               ::torch::optim::Optimizer& optimizer) override;
   // Chief: the whole dataset (it does not train on it); worker w: its part.
-  Dataset distribute_dataset(const Dataset& global, AutoShardPolicy policy = AutoShardPolicy::kAuto) const override;
+  Dataset distribute_dataset(const Dataset& global,
+                             AutoShardPolicy policy = AutoShardPolicy::kAuto) const override;
 
   // Custom loops. Every task defines the same steps (by name) after make_updater().
   void define_step(const std::string& name, PsStepFn fn);
@@ -113,7 +115,8 @@ class ParameterServerStrategy : public Strategy {
   // Chief: copies the current variables from the ps tasks into `model`.
   void refresh_model(ReplicatedModel& model) override;
   void save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files) override;
-  void restore_variables(ReplicatedModel& model, const std::map<std::string, std::string>& files) override;
+  void restore_variables(ReplicatedModel& model,
+                         const std::map<std::string, std::string>& files) override;
 
   // Trainer::fit (ps_strategy_fit.cc). Worker: serves the chief's steps, each loop.step on
   // its next batch, until the chief finishes; returns nullptr. Chief: the steps are

@@ -20,13 +20,13 @@
 namespace chorus {
 
 struct SideEvaluatorOptions {
-  std::string checkpoint_dir;   // ModelCheckpoint's directory
-  std::string log_dir;          // scalars "eval_<metric>" under log_dir/eval, x = checkpoint step
+  std::string checkpoint_dir;  // ModelCheckpoint's directory
+  std::string log_dir;         // scalars "eval_<metric>" under log_dir/eval, x = checkpoint step
   // Stop when no new checkpoint arrives for this long ...
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
   // ... or after evaluating a checkpoint whose step is >= this (-1: no such limit).
   int64_t last_step = -1;
-  int64_t steps = -1;           // evaluation steps per checkpoint; -1: the whole dataset
+  int64_t steps = -1;  // evaluation steps per checkpoint; -1: the whole dataset
 };
 
 // Evaluates checkpoints in step order (a checkpoint superseded while another was being

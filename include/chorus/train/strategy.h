@@ -49,8 +49,8 @@ struct TrainContext;
 
 // What one replica sees inside Strategy::run.
 struct ReplicaContext {
-  int local_replica = 0;        // index among this process's replicas (the Model to use)
-  int replica_id_in_sync = 0;   // index among all replicas of all workers
+  int local_replica = 0;       // index among this process's replicas (the Model to use)
+  int replica_id_in_sync = 0;  // index among all replicas of all workers
   int num_replicas_in_sync = 1;
 };
 
@@ -80,8 +80,8 @@ class GradientUpdater {
 
 // What Trainer::fit hands the strategy (Strategy::make_train_steps).
 struct TrainLoop {
-  Dataset data;                 // the GLOBAL dataset, batched with the global batch size
-  int64_t global_batch = 0;     // data.batch_size()
+  Dataset data;                  // the GLOBAL dataset, batched with the global batch size
+  int64_t global_batch = 0;      // data.batch_size()
   int64_t steps_per_epoch = -1;  // FitOptions::steps_per_epoch
   AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
   // One training step on this process's replicas (forward, backward, the update) on a
@@ -127,7 +127,8 @@ class Strategy {
     return make_model(model_factory<Holder>(std::move(make)));
   }
   // The update path for `optimizer`, which must be built on model.parameters().
-  virtual GradientUpdater make_updater(ReplicatedModel& model, ::torch::optim::Optimizer& optimizer);
+  virtual GradientUpdater make_updater(ReplicatedModel& model,
+                                       ::torch::optim::Optimizer& optimizer);
 
   // Calls fn(ReplicaContext&) on every local replica at once (replica 0 on the calling
   // thread) and returns the results in local replica order. The first exception thrown
@@ -136,7 +137,8 @@ class Strategy {
   auto run(Fn&& fn) -> std::vector<std::invoke_result_t<Fn&, ReplicaContext&>> {
     using R = std::invoke_result_t<Fn&, ReplicaContext&>;
     std::vector<R> results(static_cast<size_t>(local_replicas_));
-    run_each([&](ReplicaContext& ctx) { results[static_cast<size_t>(ctx.local_replica)] = fn(ctx); });
+    run_each(
+        [&](ReplicaContext& ctx) { results[static_cast<size_t>(ctx.local_replica)] = fn(ctx); });
     return results;
   }
 
@@ -161,7 +163,8 @@ class Strategy {
   // save_variables / restore_variables: add them to / take them from checkpoint files.
   virtual void refresh_model(ReplicatedModel& model);
   virtual void save_variables(ReplicatedModel& model, std::map<std::string, std::string>& files);
-  virtual void restore_variables(ReplicatedModel& model, const std::map<std::string, std::string>& files);
+  virtual void restore_variables(ReplicatedModel& model,
+                                 const std::map<std::string, std::string>& files);
 
   // ---- the part of Trainer::fit / evaluate that differs between strategies ----
   // Called once per fit(), before on_train_begin: sets ctx.steps_per_epoch (-1 while

@@ -54,7 +54,8 @@ void Coordinator::Impl::serve(Conn& c) {
     int index = read_hello(c);
     if (index >= 0 && enroll(c, index)) session(c);
   } catch (const std::exception& e) {  // bad handshake or frame, dead or silent worker, OOM
-    if (!server.stopping()) CHORUS_LOG(kWarning, "coordinator") << "dropped " << c.peer << ": " << e.what();
+    if (!server.stopping())
+      CHORUS_LOG(kWarning, "coordinator") << "dropped " << c.peer << ": " << e.what();
   }
   retire(c);
   // ConnectionServer now shutdown()s the socket, then runs on_closed (enrolled = false),

@@ -42,7 +42,8 @@ Coordinator::Impl::Impl(Secret s, CoordinatorOptions o)
       ping_interval(ping_interval_for(heartbeat_timeout)),
       no_worker_timeout(or_default(o.no_worker_timeout)),
       scheduler(o.max_staleness, o.max_attempts, Clock::now()),
-      server(server_options(), [this](rendezvous::Connection& c) { serve(static_cast<Conn&>(c)); }) {}
+      server(server_options(),
+             [this](rendezvous::Connection& c) { serve(static_cast<Conn&>(c)); }) {}
 
 rendezvous::ConnectionServer::Options Coordinator::Impl::server_options() {
   rendezvous::ConnectionServer::Options so;
@@ -78,8 +79,9 @@ void Coordinator::Impl::stop() {
 void Coordinator::Impl::wait_for_goodbyes() {
   Deadline deadline = Deadline::after(kGoodbyeGrace);
   while (!deadline.expired()) {
-    bool any = server.any_connection(
-        [](const rendezvous::Connection& c) { return static_cast<const Conn&>(c).enrolled.load(); });
+    bool any = server.any_connection([](const rendezvous::Connection& c) {
+      return static_cast<const Conn&>(c).enrolled.load();
+    });
     if (!any) return;
     std::this_thread::sleep_for(milliseconds(5));
   }

@@ -6,8 +6,8 @@
 //
 // The acceptor, the threads and their reaping are rendezvous::ConnectionServer's.
 // Locks: `mu` guards the Scheduler, `owners` and `shutting_down`; the ConnectionServer's
-// lock guards the list of connection records. Never hold both. RemoteValue states are filled under `mu`
-// (their own lock comes second).
+// lock guards the list of connection records. Never hold both. RemoteValue states are filled under
+// `mu` (their own lock comes second).
 #pragma once
 
 #include <atomic>
@@ -30,7 +30,7 @@ namespace coordinator {
 // fd, peer, thread and done (the thread has finished; the acceptor may reap it) come
 // from the ConnectionServer that runs the connection.
 struct Conn : rendezvous::Connection {
-  net::Fd wake;  // eventfd: "the scheduler changed, look again"
+  net::Fd wake;                       // eventfd: "the scheduler changed, look again"
   int index = -1;                     // guarded by Impl::mu; set once registered
   bool bye_sent = false;              // own thread only
   std::atomic<bool> enrolled{false};  // registered and not yet gone (for the destructor)

@@ -73,9 +73,9 @@ void Scheduler::remove_worker(int index, Clock::time_point now, std::exception_p
 
 void Scheduler::requeue_or_fail(int index, std::shared_ptr<Step> step) {
   if (step->lost < max_attempts_) {
-    CHORUS_LOG(kWarning, "coordinator") << "worker " << index << " was lost while running step '"
-                                        << step->function << "' (#" << step->id
-                                        << "); rescheduled on the next idle worker";
+    CHORUS_LOG(kWarning, "coordinator")
+        << "worker " << index << " was lost while running step '" << step->function << "' (#"
+        << step->id << "); rescheduled on the next idle worker";
     queue_.push_front(std::move(step));  // it was the oldest running: it goes first again
     return;
   }

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "chorus/error.h"
-#include "util/byte_order.h"
 #include "train/io/proto_wire.h"
+#include "util/byte_order.h"
 
 namespace chorus {
 namespace {
@@ -38,9 +38,9 @@ std::string encode_list(const Feature& f) {
 }
 
 void check_kind(const std::string& key, const Feature& f) {
-  CHORUS_CHECK_ARG(f.kind == Feature::kBytes || f.kind == Feature::kFloat ||
-                       f.kind == Feature::kInt64,
-                   "feature '", key, "' has an unknown kind ", static_cast<int>(f.kind));
+  CHORUS_CHECK_ARG(
+      f.kind == Feature::kBytes || f.kind == Feature::kFloat || f.kind == Feature::kInt64,
+      "feature '", key, "' has an unknown kind ", static_cast<int>(f.kind));
   CHORUS_CHECK_ARG((f.kind == Feature::kBytes || f.bytes.empty()) &&
                        (f.kind == Feature::kFloat || f.floats.empty()) &&
                        (f.kind == Feature::kInt64 || f.ints.empty()),
@@ -59,7 +59,8 @@ void decode_floats(const wire::Field& f, wire::Reader& outer, std::vector<float>
   };
   if (f.type == wire::kFixed32) return push(f.value);
   if (f.type != wire::kLengthDelimited) return;  // an unknown field
-  if (f.bytes.size() % 4 != 0) outer.fail("packed float list of " + std::to_string(f.bytes.size()) + " bytes");
+  if (f.bytes.size() % 4 != 0)
+    outer.fail("packed float list of " + std::to_string(f.bytes.size()) + " bytes");
   out.reserve(out.size() + f.bytes.size() / 4);
   wire::Reader packed(f.bytes, kContext);
   while (!packed.at_end()) push(packed.fixed(4));

@@ -19,7 +19,7 @@ struct GzCloser {
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 34;  // far above any MNIST-family file
-constexpr size_t kChunk = size_t{64} << 20;       // memory grows by at most this ahead of data
+constexpr size_t kChunk = size_t{64} << 20;        // memory grows by at most this ahead of data
 
 std::string existing(const std::string& path) {
   if (access(path.c_str(), R_OK) == 0) return path;
@@ -51,10 +51,10 @@ void read_exact(gzFile f, void* out, size_t n, const std::string& path) {
 std::vector<int64_t> read_shape(gzFile f, const std::string& path) {
   uint8_t magic[4];
   read_exact(f, magic, 4, path);
-  CHORUS_CHECK_ARG(magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 && magic[3] >= 1 &&
-                       magic[3] <= 4,
-                   "IDX file ", path, " is not an IDX file of unsigned bytes (magic ",
-                   int{magic[0]}, " ", int{magic[1]}, " ", int{magic[2]}, " ", int{magic[3]}, ")");
+  CHORUS_CHECK_ARG(
+      magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 && magic[3] >= 1 && magic[3] <= 4,
+      "IDX file ", path, " is not an IDX file of unsigned bytes (magic ", int{magic[0]}, " ",
+      int{magic[1]}, " ", int{magic[2]}, " ", int{magic[3]}, ")");
   std::vector<int64_t> shape;
   uint64_t total = 1;
   for (int d = 0; d < magic[3]; ++d) {

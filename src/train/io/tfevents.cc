@@ -22,15 +22,13 @@ namespace {
 namespace wire = io::proto;
 
 // Field numbers of tensorflow.Event, Summary and Summary.Value (event.proto, summary.proto).
-constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3,
-                   kEventSummary = 5;
+constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
 constexpr uint32_t kSummaryValue = 1;
 constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2, kValueTensor = 8, kValueMetadata = 9;
 // TF2 scalars: a TensorProto (tensor.proto) under SummaryMetadata.plugin_data.plugin_name
 // "scalars" (summary.proto).
 constexpr uint32_t kMetadataPluginData = 1, kPluginName = 1;
-constexpr uint32_t kTensorDtype = 1, kTensorContent = 4, kTensorFloatVal = 5,
-                   kTensorDoubleVal = 6;
+constexpr uint32_t kTensorDtype = 1, kTensorContent = 4, kTensorFloatVal = 5, kTensorDoubleVal = 6;
 constexpr uint64_t kDtFloat = 1, kDtDouble = 2;  // types.proto
 constexpr std::string_view kScalarsPlugin = "scalars";
 
@@ -80,8 +78,8 @@ std::string new_event_path(const std::string& log_dir) {
   std::filesystem::create_directories(log_dir, ec);
   if (ec) CHORUS_THROW(IoError, "cannot create event directory ", log_dir, ": ", ec.message());
   std::string path = log_dir + "/events.out.tfevents." +
-                     std::to_string(static_cast<int64_t>(now_seconds())) + "." + hostname() +
-                     "." + std::to_string(::getpid());
+                     std::to_string(static_cast<int64_t>(now_seconds())) + "." + hostname() + "." +
+                     std::to_string(::getpid());
   int n = writers.fetch_add(1);
   return n == 0 ? path : path + "." + std::to_string(n);
 }
@@ -114,9 +112,7 @@ Event parse_event(std::string_view bytes, std::string_view context) {
 
 // Summary.Value's `value` oneof: simple_value, old-style histogram, image, histo, audio,
 // tensor (7 is node_name and 9 metadata, outside the oneof).
-bool in_value_oneof(uint32_t field) {
-  return (field >= 2 && field <= 6) || field == 8;
-}
+bool in_value_oneof(uint32_t field) { return (field >= 2 && field <= 6) || field == 8; }
 
 // SummaryMetadata.plugin_data.plugin_name, or "" when absent.
 std::string_view plugin_name(std::string_view metadata, std::string_view context) {
@@ -165,9 +161,10 @@ bool tensor_scalar(std::string_view tensor, std::string_view context, float& val
   const size_t size = dtype == kDtFloat ? 4 : 8;
   if (!content.empty()) {  // tensor_content takes precedence over the repeated fields
     if (content.size() != size) return false;
-    value = size == 4 ? byte_order::f32_from_bits(byte_order::load_u32(content.data()))
-                      : static_cast<float>(
-                            byte_order::f64_from_bits(byte_order::load_u64(content.data())));
+    value =
+        size == 4
+            ? byte_order::f32_from_bits(byte_order::load_u32(content.data()))
+            : static_cast<float>(byte_order::f64_from_bits(byte_order::load_u64(content.data())));
     return true;
   }
   if (values.size() != 1) return false;
@@ -246,8 +243,7 @@ void EventWriter::add_scalar(const std::string& tag, float value, int64_t step) 
   add_scalar(tag, value, step, now_seconds());
 }
 
-void EventWriter::add_scalar(const std::string& tag, float value, int64_t step,
-                             double wall_time) {
+void EventWriter::add_scalar(const std::string& tag, float value, int64_t step, double wall_time) {
   std::string event = encode_scalar_event(tag, value, step, wall_time);
   std::lock_guard<std::mutex> lock(mu_);
   writer_.write(event);

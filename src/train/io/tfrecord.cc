@@ -48,8 +48,8 @@ std::string frame_tfrecord(std::string_view record) {
 TFRecordWriter::TFRecordWriter(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "abe" : "wbe");
   if (!file_) {
-    CHORUS_THROW(IoError, "cannot open TFRecord file ", path, " for writing: ",
-                 std::strerror(errno));
+    CHORUS_THROW(IoError, "cannot open TFRecord file ", path,
+                 " for writing: ", std::strerror(errno));
   }
 }
 
@@ -131,8 +131,8 @@ void TFRecordReader::update_size() {
 }
 
 void TFRecordReader::corrupt(const std::string& why) const {
-  CHORUS_THROW(InvalidArgument, "TFRecord file ", path_, ": ", why, " in the record at byte offset ",
-               offset_, " (file size ", file_size_, ")");
+  CHORUS_THROW(InvalidArgument, "TFRecord file ", path_, ": ", why,
+               " in the record at byte offset ", offset_, " (file size ", file_size_, ")");
 }
 
 void TFRecordReader::read_exact(void* out, size_t n, const char* what) {

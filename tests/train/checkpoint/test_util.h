@@ -20,7 +20,6 @@
 
 namespace chorus::testing {
 
-
 inline std::string raw_read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -20,7 +20,9 @@ bool operator==(const Feature& a, const Feature& b) {
   return a.kind == b.kind && a.bytes == b.bytes && a.floats == b.floats && a.ints == b.ints;
 }
 
-Feature bytes_feature(std::vector<std::string> v) { return {Feature::kBytes, std::move(v), {}, {}}; }
+Feature bytes_feature(std::vector<std::string> v) {
+  return {Feature::kBytes, std::move(v), {}, {}};
+}
 Feature float_feature(std::vector<float> v) { return {Feature::kFloat, {}, std::move(v), {}}; }
 Feature int_feature(std::vector<int64_t> v) { return {Feature::kInt64, {}, {}, std::move(v)}; }
 
@@ -58,9 +60,20 @@ TEST(ExampleTest, RoundTrip) {
 //   Example    0a 0e <Features>      features (field 1), 14 bytes
 TEST(ExampleTest, GoldenBytes) {
   EXPECT_EQ(hex(encode_example({{"a", int_feature({1, 300})}})),
-            "0a0e" "0a0c" "0a0161" "1207" "1a05" "0a03" "01ac02");
+            "0a0e"
+            "0a0c"
+            "0a0161"
+            "1207"
+            "1a05"
+            "0a03"
+            "01ac02");
   // An empty float list is still present (the oneof is set): Feature = 12 00.
-  EXPECT_EQ(hex(encode_example({{"b", float_feature({})}})), "0a09" "0a07" "0a0162" "1202" "1200");
+  EXPECT_EQ(hex(encode_example({{"b", float_feature({})}})),
+            "0a09"
+            "0a07"
+            "0a0162"
+            "1202"
+            "1200");
   EXPECT_EQ(hex(encode_example({})), "0a00");
 }
 
@@ -72,8 +85,8 @@ TEST(ExampleTest, AcceptsUnpackedLists) {
   const std::string ints = std::string("\x08\x05\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 13);
   auto feature_entry = [](const std::string& key, char list_key, const std::string& list) {
     std::string feature = std::string(1, list_key) + char(list.size()) + list;
-    std::string entry = "\x0a" + std::string(1, char(key.size())) + key + "\x12" +
-                        char(feature.size()) + feature;
+    std::string entry =
+        "\x0a" + std::string(1, char(key.size())) + key + "\x12" + char(feature.size()) + feature;
     return "\x0a" + std::string(1, char(entry.size())) + entry;
   };
   const std::string map = feature_entry("f", '\x12', floats) + feature_entry("i", '\x1a', ints);
@@ -116,8 +129,11 @@ TEST(ExampleTest, EveryTruncationIsInvalidArgument) {
 
 TEST(ExampleTest, BadPackedFloatLength) {
   // Example{features{feature{key "f" value{float_list{value: 5 bytes packed}}}}}
-  const std::string bytes("\x0a\x10\x0a\x0e\x0a\x01" "f" "\x12\x09\x12\x07\x0a\x05\x00\x00\x80\x3f\x00",
-                          18);
+  const std::string bytes(
+      "\x0a\x10\x0a\x0e\x0a\x01"
+      "f"
+      "\x12\x09\x12\x07\x0a\x05\x00\x00\x80\x3f\x00",
+      18);
   try {
     decode_example(bytes);
     FAIL() << "accepted a 5-byte packed float list";
@@ -165,16 +181,16 @@ TEST(ExampleProtocTest, ProtocDecodesOurEncoding) {
   const Features f = {{"label", int_feature({7, -2})},
                       {"img", bytes_feature({"ab", ""})},
                       {"x", float_feature({0.5f, -1.5f})}};
-  EXPECT_EQ(testing::run_protoc(tmp, "--decode=tensorflow.Example -I. example.proto",
-                                encode_example(f)),
-            "features {\n"
-            "  feature {\n    key: \"img\"\n    value {\n      bytes_list {\n"
-            "        value: \"ab\"\n        value: \"\"\n      }\n    }\n  }\n"
-            "  feature {\n    key: \"label\"\n    value {\n      int64_list {\n"
-            "        value: 7\n        value: -2\n      }\n    }\n  }\n"
-            "  feature {\n    key: \"x\"\n    value {\n      float_list {\n"
-            "        value: 0.5\n        value: -1.5\n      }\n    }\n  }\n"
-            "}\n");
+  EXPECT_EQ(
+      testing::run_protoc(tmp, "--decode=tensorflow.Example -I. example.proto", encode_example(f)),
+      "features {\n"
+      "  feature {\n    key: \"img\"\n    value {\n      bytes_list {\n"
+      "        value: \"ab\"\n        value: \"\"\n      }\n    }\n  }\n"
+      "  feature {\n    key: \"label\"\n    value {\n      int64_list {\n"
+      "        value: 7\n        value: -2\n      }\n    }\n  }\n"
+      "  feature {\n    key: \"x\"\n    value {\n      float_list {\n"
+      "        value: 0.5\n        value: -1.5\n      }\n    }\n  }\n"
+      "}\n");
 }
 
 TEST(ExampleProtocTest, WeDecodeProtocsEncoding) {
@@ -193,7 +209,8 @@ TEST(ExampleProtocTest, WeDecodeProtocsEncoding) {
   EXPECT_TRUE(got.at("b") == float_feature({0.25f, 1e10f}));
   EXPECT_TRUE(got.at("c") == bytes_feature({"x", std::string("\0y", 2)}));
   // One-feature examples have a single serialization: ours must be byte-identical.
-  const std::string one = "features { feature { key: \"k\" value { float_list { value: [1, 2] } } } }";
+  const std::string one =
+      "features { feature { key: \"k\" value { float_list { value: [1, 2] } } } }";
   EXPECT_EQ(hex(encode_example({{"k", float_feature({1.0f, 2.0f})}})),
             hex(testing::run_protoc(tmp, "--encode=tensorflow.Example -I. example.proto", one)));
 }

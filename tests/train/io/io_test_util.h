@@ -43,8 +43,8 @@ inline std::string run_protoc(const TempDir& dir, const std::string& args,
                               const std::string& input) {
   const std::string in = dir.file("protoc.in"), out = dir.file("protoc.out");
   write_bytes(in, input);
-  const std::string cmd = "cd '" + dir.path() + "' && protoc " + args + " < '" + in + "' > '" +
-                          out + "' 2>&1";
+  const std::string cmd =
+      "cd '" + dir.path() + "' && protoc " + args + " < '" + in + "' > '" + out + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd << ": " << read_bytes(out);
   return rc == 0 ? read_bytes(out) : "";

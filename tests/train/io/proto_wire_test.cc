@@ -81,7 +81,10 @@ TEST(ProtoWireTest, HostileInput) {
   expect_malformed("\x08", "truncated varint");
   expect_malformed("\x08\x80", "truncated varint");
   expect_malformed("\x08" + std::string(10, '\xff') + "\x01", "longer than 10 bytes");
-  expect_malformed("\x0a\x05" "abc", "length 5 exceeds the 3 bytes left");
+  expect_malformed(
+      "\x0a\x05"
+      "abc",
+      "length 5 exceeds the 3 bytes left");
   // A length of 2^63: must not wrap around when added to the position.
   expect_malformed("\x0a" + std::string(8, '\x80') + "\x80\x01" + "abc", "exceeds");
   expect_malformed(std::string("\x0d\x00\x00", 3), "truncated fixed32");

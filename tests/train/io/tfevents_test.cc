@@ -33,9 +33,10 @@ TEST(EventWriterTest, ScalarsRoundTrip) {
   testing::TempDir tmp;
   const std::string dir = tmp.file("logs/run 1/train");  // parents created
   const double before = now();
-  std::vector<ScalarEvent> expected = {
-      {"loss", 2.5f, 0, 1000.25}, {"loss", 1.25f, 1, 1001.5}, {"acc", -0.0f, -7, 0.0},
-      {"", 3e38f, int64_t{1} << 40, 1.7e9}};
+  std::vector<ScalarEvent> expected = {{"loss", 2.5f, 0, 1000.25},
+                                       {"loss", 1.25f, 1, 1001.5},
+                                       {"acc", -0.0f, -7, 0.0},
+                                       {"", 3e38f, int64_t{1} << 40, 1.7e9}};
   std::string path;
   {
     EventWriter w(dir);
@@ -96,11 +97,11 @@ TEST(EventWriterTest, FirstRecordIsFileVersion) {
 //                  03; 2a = field 5 (summary) << 3 | 2, 0d (13), the Summary.
 std::string golden_scalar_hex() {
   return std::string("09") + "000000000000f83f" +  // wall_time 1.5
-         "10" + "03" +                              // step 3
-         "2a" + "0d" +                              // summary, 13 bytes
-         "0a" + "0b" +                              //   value, 11 bytes
-         "0a" + "04" + "6c6f7373" +                 //     tag "loss"
-         "15" + "0000003f";                         //     simple_value 0.5f
+         "10" + "03" +                             // step 3
+         "2a" + "0d" +                             // summary, 13 bytes
+         "0a" + "0b" +                             //   value, 11 bytes
+         "0a" + "04" + "6c6f7373" +                //     tag "loss"
+         "15" + "0000003f";                        //     simple_value 0.5f
 }
 
 // The records of a file holding one scalar: "loss" = 0.5 at step 3, wall time 1.5.
@@ -129,11 +130,19 @@ TEST(EventWriterTest, GoldenDefaultsAndLongVarints) {
   auto records = records_of(w);
   ASSERT_EQ(records.size(), 3u);
   // summary(5) 07 { value(1) 05 { simple_value(2) 1.0f = 0x3f800000 } }
-  EXPECT_EQ(hex(records[1]), "2a07" "0a05" "150000803f");
+  EXPECT_EQ(hex(records[1]),
+            "2a07"
+            "0a05"
+            "150000803f");
   // step -1: ff x9 01. Value = 0a c8 01 <200 x 'a'> 15 00000000: 208 bytes (d0 01);
   // Summary = 0a d0 01 <208>: 211 bytes (d3 01).
-  std::string expected = "10" "ffffffffffffffffff01" "2ad301" "0ad001" "0ac801" +
-                         hex(std::string(200, 'a')) + "1500000000";
+  std::string expected =
+      "10"
+      "ffffffffffffffffff01"
+      "2ad301"
+      "0ad001"
+      "0ac801" +
+      hex(std::string(200, 'a')) + "1500000000";
   EXPECT_EQ(hex(records[2]), expected);
 }
 
@@ -178,13 +187,14 @@ TEST(ReadScalarsTest, SkipsUnknownFieldsAndOtherValueKinds) {
   const std::string node_name_then_scalar =  // node_name (7) is outside the oneof
       std::string("\x3a\x01n") + "\x0a\x01s" + std::string("\x15\x00\x00\x80\x3f", 5);
   const std::string scalar_then_image =  // a later oneof member replaces simple_value
-      std::string("\x0a\x01x") + std::string("\x15\x00\x00\x00\x40", 5) + std::string("\x22\x00", 2);
+      std::string("\x0a\x01x") + std::string("\x15\x00\x00\x00\x40", 5) +
+      std::string("\x22\x00", 2);
   std::string summary;
   for (const auto& v : {image_value, node_name_then_scalar, scalar_then_image}) {
     summary += "\x0a" + std::string(1, char(v.size())) + v;
   }
-  std::string event = std::string("\x10\x05") +        // step 5
-                      "\xb8\x06\x2a" +                 // unknown field 103, varint 42
+  std::string event = std::string("\x10\x05") +             // step 5
+                      "\xb8\x06\x2a" +                      // unknown field 103, varint 42
                       std::string("\x52\x02\x0a\x00", 4) +  // source_metadata (10)
                       "\x2a" + char(summary.size()) + summary;
   auto got = read_scalars(write_events(tmp, {event}));
@@ -199,12 +209,12 @@ TEST(ReadScalarsTest, MalformedEventNamesFileAndOffset) {
   testing::TempDir tmp;
   const std::string good = "\x10\x01";
   const std::vector<std::string> bad = {
-      "\x2a\x05\x0a",                     // summary length beyond the event
+      "\x2a\x05\x0a",                                      // summary length beyond the event
       "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  // 11-byte varint
-      std::string("\x09\x00\x00", 3),    // truncated fixed64
-      "\x2a\x02\x0a\x09",                 // value length beyond the summary
-      std::string("\x0b\x00", 2),         // wire type 3 (group)
-      std::string("\x00\x01", 2),         // field number 0
+      std::string("\x09\x00\x00", 3),                      // truncated fixed64
+      "\x2a\x02\x0a\x09",                                  // value length beyond the summary
+      std::string("\x0b\x00", 2),                          // wire type 3 (group)
+      std::string("\x00\x01", 2),                          // field number 0
   };
   for (const auto& b : bad) {
     const std::string path = write_events(tmp, {good, b});
@@ -283,17 +293,18 @@ TEST(ReadScalarsTest, Tf2ScalarsPluginTensors) {
   const std::string float_content = varint_field(1, 1) + kScalarShape + len_field(4, f32(7.0f));
   const std::string double_content = varint_field(1, 2) + len_field(4, f64(-2.0));
   auto got = read_scalars(write_events(tmp, {
-      tensor_event("epoch_loss", float_packed, 1),
-      tensor_event("epoch_loss", float_unpacked, 2),
-      tensor_event("lr", double_packed, 3),
-      tensor_event("big", double_unpacked, 4),
-      tensor_event("content/f", float_content, 5),
-      tensor_event("content/d", double_content, 6),
-  }));
+                                                tensor_event("epoch_loss", float_packed, 1),
+                                                tensor_event("epoch_loss", float_unpacked, 2),
+                                                tensor_event("lr", double_packed, 3),
+                                                tensor_event("big", double_unpacked, 4),
+                                                tensor_event("content/f", float_content, 5),
+                                                tensor_event("content/d", double_content, 6),
+                                            }));
   ASSERT_EQ(got.size(), 6u);
   const std::vector<std::pair<std::string, float>> want = {
-      {"epoch_loss", 0.25f}, {"epoch_loss", -3.5f}, {"lr", 0.125f},
-      {"big", static_cast<float>(1e300)}, {"content/f", 7.0f}, {"content/d", -2.0f}};
+      {"epoch_loss", 0.25f}, {"epoch_loss", -3.5f},
+      {"lr", 0.125f},        {"big", static_cast<float>(1e300)},
+      {"content/f", 7.0f},   {"content/d", -2.0f}};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[i].tag, want[i].first) << i;
     EXPECT_EQ(got[i].value, want[i].second) << i;
@@ -306,12 +317,14 @@ TEST(ReadScalarsTest, Tf2ScalarsPluginTensors) {
 TEST(ReadScalarsTest, Tf2MetadataOnlyOnTheFirstValueOfATag) {
   testing::TempDir tmp;
   auto tensor = [](float v) { return varint_field(1, 1) + len_field(5, f32(v)); };
-  auto got = read_scalars(write_events(tmp, {
-      tensor_event("unknown", tensor(9.0f), 0, ""),  // no metadata, tag never seen: skipped
-      tensor_event("loss", tensor(1.0f), 1),
-      tensor_event("loss", tensor(0.5f), 2, ""),
-      tensor_event("loss", tensor(0.25f), 3, ""),
-  }));
+  auto got = read_scalars(write_events(
+      tmp,
+      {
+          tensor_event("unknown", tensor(9.0f), 0, ""),  // no metadata, tag never seen: skipped
+          tensor_event("loss", tensor(1.0f), 1),
+          tensor_event("loss", tensor(0.5f), 2, ""),
+          tensor_event("loss", tensor(0.25f), 3, ""),
+      }));
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].value, 1.0f);
   EXPECT_EQ(got[1].value, 0.5f);
@@ -389,7 +402,8 @@ TEST(EventProtocTest, BytesEqualProtocEncoding) {
     std::string text;
   };
   const std::vector<Case> cases = {
-      {"loss", 0.5f, 3, 1.5, "wall_time: 1.5 step: 3 summary { value { tag: 'loss' simple_value: 0.5 } }"},
+      {"loss", 0.5f, 3, 1.5,
+       "wall_time: 1.5 step: 3 summary { value { tag: 'loss' simple_value: 0.5 } }"},
       {"a/b", -2.25f, -5, 1700000000.125,
        "wall_time: 1700000000.125 step: -5 summary { value { tag: 'a/b' simple_value: -2.25 } }"},
       {"", 0.0f, 0, 0.0, "summary { value { simple_value: 0 } }"},

@@ -27,9 +27,16 @@ std::string random_string(size_t n, uint32_t seed) {
 // Expected bytes from a bitwise CRC-32C written independently (Python). The empty
 // record's data CRC is crc32c("") = 0, masked: rotate(0) + 0xa282ead8 = d8 ea 82 a2 (LE).
 TEST(TFRecordTest, GoldenFraming) {
-  EXPECT_EQ(hex(frame_tfrecord("")), "0000000000000000" "29039807" "" "d8ea82a2");
+  EXPECT_EQ(hex(frame_tfrecord("")),
+            "0000000000000000"
+            "29039807"
+            ""
+            "d8ea82a2");
   EXPECT_EQ(hex(frame_tfrecord("hello")),
-            "0500000000000000" "eab2043e" "68656c6c6f" "bb1f1c19");
+            "0500000000000000"
+            "eab2043e"
+            "68656c6c6f"
+            "bb1f1c19");
 }
 
 TEST(TFRecordTest, WriterBytesAreTheFraming) {
