@@ -32,15 +32,17 @@ struct Split {
 };
 
 // prefix "train" or "t10k"; `limit` > 0 keeps the first `limit` samples.
-inline Split load_fashion_mnist(const std::string& dir, const std::string& prefix, int64_t limit = 0) {
+inline Split load_fashion_mnist(const std::string& dir, const std::string& prefix,
+                                int64_t limit = 0) {
   auto img = read_idx(dir + "/" + prefix + "-images-idx3-ubyte");
   auto lab = read_idx(dir + "/" + prefix + "-labels-idx1-ubyte");
   int64_t n = img.shape.at(0);
   if (limit > 0 && limit < n) n = limit;
   Split s;
-  s.images = torch::from_blob(img.data.data(), {n, 1, img.shape.at(1), img.shape.at(2)}, torch::kUInt8)
-                 .to(torch::kFloat32)
-                 .div_(255.0);
+  s.images =
+      torch::from_blob(img.data.data(), {n, 1, img.shape.at(1), img.shape.at(2)}, torch::kUInt8)
+          .to(torch::kFloat32)
+          .div_(255.0);
   s.labels = torch::from_blob(lab.data.data(), {n}, torch::kUInt8).to(torch::kInt64);
   return s;
 }

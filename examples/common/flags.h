@@ -14,10 +14,18 @@ class Flags {
  public:
   Flags(const char* program, const char* usage) : program_(program), usage_(usage) {}
 
-  Flags& add(const char* name, int& v) { return value(name, [&v](const char* s) { v = std::atoi(s); }); }
-  Flags& add(const char* name, int64_t& v) { return value(name, [&v](const char* s) { v = std::atoll(s); }); }
-  Flags& add(const char* name, double& v) { return value(name, [&v](const char* s) { v = std::atof(s); }); }
-  Flags& add(const char* name, std::string& v) { return value(name, [&v](const char* s) { v = s; }); }
+  Flags& add(const char* name, int& v) {
+    return value(name, [&v](const char* s) { v = std::atoi(s); });
+  }
+  Flags& add(const char* name, int64_t& v) {
+    return value(name, [&v](const char* s) { v = std::atoll(s); });
+  }
+  Flags& add(const char* name, double& v) {
+    return value(name, [&v](const char* s) { v = std::atof(s); });
+  }
+  Flags& add(const char* name, std::string& v) {
+    return value(name, [&v](const char* s) { v = s; });
+  }
   Flags& add_switch(const char* name, bool& v) {
     switches_[name] = &v;
     return *this;

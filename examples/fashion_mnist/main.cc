@@ -15,21 +15,21 @@
 #include <cstring>
 #include <string>
 
-#include "chorus/torch.h"
 #include "../common/fashion_mnist.h"
 #include "../common/flags.h"
+#include "chorus/torch.h"
 
 namespace {
 
 struct Args {
   int epochs = 3;
-  int64_t batch = 64;   // per worker
-  double lr = 0.01;     // for one worker; x workers unless no_scale_lr
+  int64_t batch = 64;  // per worker
+  double lr = 0.01;    // for one worker; x workers unless no_scale_lr
   double momentum = 0.0;
   bool no_scale_lr = false;
-  int threads = 1;      // intra-op threads per worker
-  int64_t max_steps = 0;    // per epoch; 0 = the whole epoch
-  int64_t warmup_steps = 0; // steps of epoch 1 left out of samples/s
+  int threads = 1;           // intra-op threads per worker
+  int64_t max_steps = 0;     // per epoch; 0 = the whole epoch
+  int64_t warmup_steps = 0;  // steps of epoch 1 left out of samples/s
   bool fp16 = false;
   bool skip_test = false;
   std::string data = "/usr/share/datasets/fashion-mnist";
@@ -41,10 +41,17 @@ Args parse(int argc, char** argv) {
       "fashion_mnist",
       "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
       "  [--max-steps S] [--warmup-steps W] [--fp16] [--skip-test] [--data DIR]");
-  flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
-      .add_switch("--no-scale-lr", a.no_scale_lr).add("--threads", a.threads)
-      .add("--max-steps", a.max_steps).add("--warmup-steps", a.warmup_steps)
-      .add_switch("--fp16", a.fp16).add_switch("--skip-test", a.skip_test).add("--data", a.data);
+  flags.add("--epochs", a.epochs)
+      .add("--batch", a.batch)
+      .add("--lr", a.lr)
+      .add("--momentum", a.momentum)
+      .add_switch("--no-scale-lr", a.no_scale_lr)
+      .add("--threads", a.threads)
+      .add("--max-steps", a.max_steps)
+      .add("--warmup-steps", a.warmup_steps)
+      .add_switch("--fp16", a.fp16)
+      .add_switch("--skip-test", a.skip_test)
+      .add("--data", a.data);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   return a;
@@ -100,11 +107,11 @@ int main(int argc, char** argv) {
   int64_t steps = sampler.num_batches(args.batch, /*drop_last_batch=*/false);
   if (args.max_steps > 0) steps = std::min(steps, args.max_steps);
   if (chief) {
-    std::printf("fashion_mnist: %d worker(s), batch %lld per worker (global %lld), lr %g, "
-                "%lld steps/epoch, %d thread(s)/worker%s\n",
-                workers, static_cast<long long>(args.batch),
-                static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
-                args.threads, args.fp16 ? ", fp16 gradients" : "");
+    std::printf(
+        "fashion_mnist: %d worker(s), batch %lld per worker (global %lld), lr %g, "
+        "%lld steps/epoch, %d thread(s)/worker%s\n",
+        workers, static_cast<long long>(args.batch), static_cast<long long>(args.batch * workers),
+        lr, static_cast<long long>(steps), args.threads, args.fp16 ? ", fp16 gradients" : "");
     std::fflush(stdout);
   }
 

@@ -31,16 +31,16 @@ namespace {
 
 struct Args {
   int epochs = 3;
-  int64_t batch = 64;            // per replica
-  double lr = 0.01;              // for one replica; x replicas
+  int64_t batch = 64;  // per replica
+  double lr = 0.01;    // for one replica; x replicas
   double momentum = 0.9;
   int64_t steps_per_epoch = -1;  // -1: whole epochs
   int64_t train_samples = 0;     // 0: all 60000
   int64_t test_samples = 0;      // 0: all 10000
   std::string backup_dir, checkpoint_dir, logdir, csv;
-  std::string side_eval;         // a checkpoint directory to watch
-  int64_t last_step = -1;        // the side evaluator stops after this checkpoint step
-  int64_t save_freq = 0;         // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
+  std::string side_eval;   // a checkpoint directory to watch
+  int64_t last_step = -1;  // the side evaluator stops after this checkpoint step
+  int64_t save_freq = 0;   // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
   int threads = 1;
   int verbose = 1;
   std::string strategy = "mwms";  // or "ps"
@@ -63,15 +63,31 @@ Args parse(int argc, char** argv) {
       "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]\n"
       "   [--ps_hosts H:P,.. --worker_hosts H:P,.. --chief_host H:P --job_name J --task_index I]]\n"
       "  [--side-eval CHECKPOINT_DIR [--last-step S]]");
-  flags.add("--epochs", a.epochs).add("--batch", a.batch).add("--lr", a.lr).add("--momentum", a.momentum)
-      .add("--steps-per-epoch", a.steps_per_epoch).add("--train-samples", a.train_samples)
-      .add("--test-samples", a.test_samples).add("--backup-dir", a.backup_dir)
-      .add("--checkpoint-dir", a.checkpoint_dir).add("--logdir", a.logdir).add("--csv", a.csv)
-      .add("--save-freq", a.save_freq).add("--threads", a.threads).add("--verbose", a.verbose)
-      .add("--data", a.data).add("--side-eval", a.side_eval).add("--last-step", a.last_step)
-      .add("--strategy", a.strategy).add("--ps-mode", a.ps_mode).add("--staleness", a.staleness)
-      .add("--ps_hosts", a.ps_hosts).add("--worker_hosts", a.worker_hosts).add("--chief_host", a.chief_host)
-      .add("--job_name", a.job_name).add("--task_index", a.task_index);
+  flags.add("--epochs", a.epochs)
+      .add("--batch", a.batch)
+      .add("--lr", a.lr)
+      .add("--momentum", a.momentum)
+      .add("--steps-per-epoch", a.steps_per_epoch)
+      .add("--train-samples", a.train_samples)
+      .add("--test-samples", a.test_samples)
+      .add("--backup-dir", a.backup_dir)
+      .add("--checkpoint-dir", a.checkpoint_dir)
+      .add("--logdir", a.logdir)
+      .add("--csv", a.csv)
+      .add("--save-freq", a.save_freq)
+      .add("--threads", a.threads)
+      .add("--verbose", a.verbose)
+      .add("--data", a.data)
+      .add("--side-eval", a.side_eval)
+      .add("--last-step", a.last_step)
+      .add("--strategy", a.strategy)
+      .add("--ps-mode", a.ps_mode)
+      .add("--staleness", a.staleness)
+      .add("--ps_hosts", a.ps_hosts)
+      .add("--worker_hosts", a.worker_hosts)
+      .add("--chief_host", a.chief_host)
+      .add("--job_name", a.job_name)
+      .add("--task_index", a.task_index);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   if (a.strategy != "mwms" && a.strategy != "ps") flags.fail("--strategy");
@@ -85,7 +101,8 @@ int side_evaluator(const Args& args) {
   DefaultStrategy strategy;
   auto test = examples::load_fashion_mnist(args.data, "t10k", args.test_samples);
   Dataset test_data = Dataset::from_tensor_slices({test.images, test.labels}).batch(1000);
-  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  ReplicatedModel model =
+      strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
   torch::optim::SGD unused(model.parameters(), 0.1);
   Trainer trainer(strategy, model, unused, losses::sparse_categorical_crossentropy(),
                   {metrics::sparse_categorical_accuracy()});
@@ -111,8 +128,8 @@ std::unique_ptr<chorus::Strategy> make_strategy(const Args& args) {
                                    : ps::UpdateMode::kAsync;
   o.max_staleness = args.staleness;
   if (args.job_name.empty()) return std::make_unique<ParameterServerStrategy>(o);  // TF_CONFIG
-  ps::ClusterSpec cluster = ps::ClusterSpec::from_flags(args.ps_hosts, args.worker_hosts, args.chief_host,
-                                                        args.job_name, args.task_index);
+  ps::ClusterSpec cluster = ps::ClusterSpec::from_flags(
+      args.ps_hosts, args.worker_hosts, args.chief_host, args.job_name, args.task_index);
   // A ps task serves and exits inside the constructor.
   return std::make_unique<ParameterServerStrategy>(cluster, Secret{}, o);
 }
@@ -125,8 +142,8 @@ int train(const Args& args) {
   const int replicas = strategy.num_replicas_in_sync();
   const int64_t global_batch = args.batch * replicas;
   const double lr = args.lr * replicas;  // linear scaling with the global batch
-  std::printf("%s %d of %d: pid %d\n", strategy.is_chief() ? "chief" : "worker", strategy.worker_index(),
-              strategy.num_workers(), getpid());
+  std::printf("%s %d of %d: pid %d\n", strategy.is_chief() ? "chief" : "worker",
+              strategy.worker_index(), strategy.num_workers(), getpid());
   std::fflush(stdout);
 
   auto train = examples::load_fashion_mnist(args.data, "train", args.train_samples);
@@ -138,9 +155,9 @@ int train(const Args& args) {
   Dataset test_data = Dataset::from_tensor_slices({test.images, test.labels}).batch(global_batch);
 
   torch::manual_seed(1234);
-  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
-  torch::optim::SGD sgd(model.parameters(),
-                        torch::optim::SGDOptions(lr).momentum(args.momentum));
+  ReplicatedModel model =
+      strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(lr).momentum(args.momentum));
   Trainer trainer(strategy, model, sgd, losses::sparse_categorical_crossentropy(),
                   {metrics::sparse_categorical_accuracy()});
 
@@ -164,8 +181,7 @@ int train(const Args& args) {
 
   if (strategy.is_chief()) {
     std::printf("keras_fashion_mnist: %s, %d replica(s), global batch %lld, lr %g\n",
-                strategy.name().c_str(), replicas, static_cast<long long>(global_batch),
-                lr);
+                strategy.name().c_str(), replicas, static_cast<long long>(global_batch), lr);
     std::fflush(stdout);
   }
   History history = trainer.fit(train_data, fit);

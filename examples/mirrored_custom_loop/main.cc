@@ -17,10 +17,15 @@ int main(int argc, char** argv) {
   int replicas = 2, epochs = 1;
   int64_t per_replica_batch = 64, train_samples = 0, test_samples = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  examples::Flags("mirrored_custom_loop",
-                  "[--replicas N] [--epochs E] [--batch B] [--train-samples N] [--test-samples N] [--data DIR]")
-      .add("--replicas", replicas).add("--epochs", epochs).add("--batch", per_replica_batch)
-      .add("--train-samples", train_samples).add("--test-samples", test_samples).add("--data", data_dir)
+  examples::Flags(
+      "mirrored_custom_loop",
+      "[--replicas N] [--epochs E] [--batch B] [--train-samples N] [--test-samples N] [--data DIR]")
+      .add("--replicas", replicas)
+      .add("--epochs", epochs)
+      .add("--batch", per_replica_batch)
+      .add("--train-samples", train_samples)
+      .add("--test-samples", test_samples)
+      .add("--data", data_dir)
       .parse(argc, argv);
   examples::set_threads(1);
   MirroredStrategy strategy(replicas);
@@ -33,8 +38,10 @@ int main(int argc, char** argv) {
                            .batch(global_batch);
 
   torch::manual_seed(1234);
-  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
-  torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.01 * replicas).momentum(0.9));
+  ReplicatedModel model =
+      strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  torch::optim::SGD sgd(model.parameters(),
+                        torch::optim::SGDOptions(0.01 * replicas).momentum(0.9));
   GradientUpdater updater = strategy.make_updater(model, sgd);
   LossFn loss_fn = losses::sparse_categorical_crossentropy();
 
@@ -62,7 +69,8 @@ int main(int argc, char** argv) {
     const double accuracy = pred.eq(test.labels).to(torch::kDouble).mean().item<double>();
     model.train(true);
     std::printf("epoch %d: loss %.4f test accuracy %.4f (%d replicas, %lld steps)\n", epoch + 1,
-                loss_sum / static_cast<double>(steps), accuracy, replicas, static_cast<long long>(steps));
+                loss_sum / static_cast<double>(steps), accuracy, replicas,
+                static_cast<long long>(steps));
     std::fflush(stdout);
   }
   return 0;

@@ -22,20 +22,25 @@ int main(int argc, char** argv) {
   examples::Flags flags("ps_custom_loop",
                         "[--steps N] [--batch B] [--mode async|sync|ssp] [--train-samples N] "
                         "[--test-samples N] [--data DIR]");
-  flags.add("--steps", steps).add("--batch", batch).add("--mode", mode)
-      .add("--train-samples", train_samples).add("--test-samples", test_samples).add("--data", data_dir)
+  flags.add("--steps", steps)
+      .add("--batch", batch)
+      .add("--mode", mode)
+      .add("--train-samples", train_samples)
+      .add("--test-samples", test_samples)
+      .add("--data", data_dir)
       .parse(argc, argv);
   if (mode != "async" && mode != "sync" && mode != "ssp") flags.fail("--mode");
   if (steps < 1 || batch < 1) flags.fail("(values)");
   examples::set_threads(1);
   ParameterServerStrategy::Options options;
-  options.mode = mode == "sync" ? ps::UpdateMode::kSync
+  options.mode = mode == "sync"  ? ps::UpdateMode::kSync
                  : mode == "ssp" ? ps::UpdateMode::kBoundedStaleness
                                  : ps::UpdateMode::kAsync;
   ParameterServerStrategy strategy(options);  // a ps task serves and exits here
 
   torch::manual_seed(1234);
-  ReplicatedModel model = strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
+  ReplicatedModel model =
+      strategy.make_model<examples::FashionNet>([] { return examples::FashionNet(); });
   torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   GradientUpdater updater = strategy.make_updater(model, sgd);  // chief: creates the variables
   LossFn loss_fn = losses::sparse_categorical_crossentropy();

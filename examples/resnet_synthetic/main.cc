@@ -28,7 +28,8 @@ struct BasicBlockImpl : nn::Module {
         conv2(register_module("conv2", conv(out, out, 3, 1))),
         bn2(register_module("bn2", nn::BatchNorm2d(out))) {
     if (stride != 1 || in != out) {
-      down = register_module("down", nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+      down =
+          register_module("down", nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -46,8 +47,9 @@ TORCH_MODULE(BasicBlock);
 
 struct ResNet18Impl : nn::Module {
   explicit ResNet18Impl(int64_t classes) {
-    stem = register_module("stem", nn::Sequential(conv(3, 64, 7, 2), nn::BatchNorm2d(64), nn::ReLU(),
-                                                  nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
+    stem = register_module(
+        "stem", nn::Sequential(conv(3, 64, 7, 2), nn::BatchNorm2d(64), nn::ReLU(),
+                               nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
     int64_t in = 64;
     for (int64_t stage = 0; stage < 4; ++stage) {
       const int64_t out = 64 << stage;
@@ -74,10 +76,15 @@ int main(int argc, char** argv) {
   using namespace chorus;
   int64_t batch = 8, steps = 10, warmup = 0, image = 224, samples = 256;
   int threads = 1;
-  examples::Flags("resnet_synthetic",
-                  "[--batch B] [--steps S] [--warmup-steps W] [--image-size P] [--samples N] [--threads T]")
-      .add("--batch", batch).add("--steps", steps).add("--warmup-steps", warmup).add("--image-size", image)
-      .add("--samples", samples).add("--threads", threads)
+  examples::Flags(
+      "resnet_synthetic",
+      "[--batch B] [--steps S] [--warmup-steps W] [--image-size P] [--samples N] [--threads T]")
+      .add("--batch", batch)
+      .add("--steps", steps)
+      .add("--warmup-steps", warmup)
+      .add("--image-size", image)
+      .add("--samples", samples)
+      .add("--threads", threads)
       .parse(argc, argv);
   examples::set_threads(threads);
   MultiWorkerMirroredStrategy strategy;
@@ -95,11 +102,12 @@ int main(int argc, char** argv) {
   Trainer trainer(strategy, model, sgd, losses::sparse_categorical_crossentropy(),
                   {metrics::sparse_categorical_accuracy()});
   if (strategy.is_chief()) {
-    std::printf("resnet_synthetic: ResNet-18, %lld parameters, %d replica(s), global batch %lld, "
-                "%lldx%lld images\n",
-                static_cast<long long>(params), strategy.num_replicas_in_sync(),
-                static_cast<long long>(global_batch), static_cast<long long>(image),
-                static_cast<long long>(image));
+    std::printf(
+        "resnet_synthetic: ResNet-18, %lld parameters, %d replica(s), global batch %lld, "
+        "%lldx%lld images\n",
+        static_cast<long long>(params), strategy.num_replicas_in_sync(),
+        static_cast<long long>(global_batch), static_cast<long long>(image),
+        static_cast<long long>(image));
     std::fflush(stdout);
   }
   FitOptions fit;
@@ -112,7 +120,8 @@ int main(int argc, char** argv) {
   fit.steps_per_epoch = steps;
   const auto start = std::chrono::steady_clock::now();
   trainer.fit(data, fit);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (strategy.is_chief()) {
     std::printf("resnet_synthetic: %.1f images/s over %lld steps after %lld warmup steps\n",
                 static_cast<double>(steps * global_batch) / seconds, static_cast<long long>(steps),

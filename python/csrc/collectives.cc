@@ -116,33 +116,32 @@ int64_t grouped_allreduce_async(std::vector<at::Tensor> tensors, const std::stri
                                 double prescale, double postscale, int set_id, bool in_place) {
   ReduceOp reduce = reduce_op(op);
   for (const auto& t : tensors) check_input(t, "grouped_allreduce");
-  auto names = group_names(name, process_set_for_op(set_id)->engine(), "grouped_allreduce",
-                           tensors.size());
-  return submit(PendingOp::Kind::kGroup, set_id, held(name, names),
-                [&](ProcessSet& set, PendingOp& pending) {
-                  auto o = options_for(set, reduce, prescale, postscale);
-                  for (size_t i = 0; i < tensors.size(); ++i) {
-                    pending.tensors.push_back(
-                        in_place ? chorus::allreduce_async_(tensors[i], names[i], o)
-                                 : chorus::allreduce_async(tensors[i], names[i], o));
-                  }
-                });
+  auto names =
+      group_names(name, process_set_for_op(set_id)->engine(), "grouped_allreduce", tensors.size());
+  return submit(
+      PendingOp::Kind::kGroup, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
+        auto o = options_for(set, reduce, prescale, postscale);
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          pending.tensors.push_back(in_place ? chorus::allreduce_async_(tensors[i], names[i], o)
+                                             : chorus::allreduce_async(tensors[i], names[i], o));
+        }
+      });
 }
 
 int64_t allgather_async(const at::Tensor& tensor, const std::string& name, int set_id) {
   check_input(tensor, "allgather");
-  return submit(PendingOp::Kind::kTensor, set_id, held(name, {name}),
-                [&](ProcessSet& set, PendingOp& pending) {
-                  pending.tensors.push_back(
-                      chorus::allgather_async(tensor, name, options_for(set)));
-                });
+  return submit(
+      PendingOp::Kind::kTensor, set_id, held(name, {name}),
+      [&](ProcessSet& set, PendingOp& pending) {
+        pending.tensors.push_back(chorus::allgather_async(tensor, name, options_for(set)));
+      });
 }
 
 int64_t grouped_allgather_async(const std::vector<at::Tensor>& tensors, const std::string& name,
                                 int set_id) {
   for (const auto& t : tensors) check_input(t, "grouped_allgather");
-  auto names = group_names(name, process_set_for_op(set_id)->engine(), "grouped_allgather",
-                           tensors.size());
+  auto names =
+      group_names(name, process_set_for_op(set_id)->engine(), "grouped_allgather", tensors.size());
   return submit(PendingOp::Kind::kGroup, set_id, held(name, names),
                 [&](ProcessSet& set, PendingOp& pending) {
                   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -156,16 +155,16 @@ int64_t grouped_allgather_async(const std::vector<at::Tensor>& tensors, const st
 int64_t broadcast_async(at::Tensor tensor, int root, const std::string& name, int set_id,
                         bool in_place) {
   check_input(tensor, "broadcast");
-  return submit(PendingOp::Kind::kTensor, set_id, held(name, {name}),
-                [&](ProcessSet& set, PendingOp& pending) {
-                  int set_root = set.rank_of(root);
-                  CHORUS_CHECK_ARG(set_root >= 0, "broadcast: root rank ", root,
-                                   " is not in process set ", set_id);
-                  auto o = options_for(set);
-                  pending.tensors.push_back(
-                      in_place ? chorus::broadcast_async_(tensor, set_root, name, o)
-                               : chorus::broadcast_async(tensor, set_root, name, o));
-                });
+  return submit(
+      PendingOp::Kind::kTensor, set_id, held(name, {name}),
+      [&](ProcessSet& set, PendingOp& pending) {
+        int set_root = set.rank_of(root);
+        CHORUS_CHECK_ARG(set_root >= 0, "broadcast: root rank ", root, " is not in process set ",
+                         set_id);
+        auto o = options_for(set);
+        pending.tensors.push_back(in_place ? chorus::broadcast_async_(tensor, set_root, name, o)
+                                           : chorus::broadcast_async(tensor, set_root, name, o));
+      });
 }
 
 int64_t alltoall_async(const at::Tensor& tensor, std::vector<int64_t> splits,
@@ -173,13 +172,13 @@ int64_t alltoall_async(const at::Tensor& tensor, std::vector<int64_t> splits,
   check_input(tensor, "alltoall");
   return submit(PendingOp::Kind::kAlltoall, set_id, held(name, {name}),
                 [&](ProcessSet& set, PendingOp& pending) {
-                  pending.tensors.push_back(chorus::alltoall_async(tensor, std::move(splits),
-                                                                   name, options_for(set)));
+                  pending.tensors.push_back(
+                      chorus::alltoall_async(tensor, std::move(splits), name, options_for(set)));
                 });
 }
 
-int64_t reducescatter_async(const at::Tensor& tensor, const std::string& name, int op,
-                            int set_id, double prescale, double postscale) {
+int64_t reducescatter_async(const at::Tensor& tensor, const std::string& name, int op, int set_id,
+                            double prescale, double postscale) {
   ReduceOp reduce = reduce_op(op);
   check_input(tensor, "reducescatter");
   return submit(PendingOp::Kind::kTensor, set_id, held(name, {name}),
@@ -189,20 +188,19 @@ int64_t reducescatter_async(const at::Tensor& tensor, const std::string& name, i
                 });
 }
 
-int64_t grouped_reducescatter_async(const std::vector<at::Tensor>& tensors,
-                                    const std::string& name, int op, int set_id,
-                                    double prescale, double postscale) {
+int64_t grouped_reducescatter_async(const std::vector<at::Tensor>& tensors, const std::string& name,
+                                    int op, int set_id, double prescale, double postscale) {
   ReduceOp reduce = reduce_op(op);
   for (const auto& t : tensors) check_input(t, "grouped_reducescatter");
   auto names = group_names(name, process_set_for_op(set_id)->engine(), "grouped_reducescatter",
                            tensors.size());
-  return submit(PendingOp::Kind::kGroup, set_id, held(name, names),
-                [&](ProcessSet& set, PendingOp& pending) {
-                  auto o = options_for(set, reduce, prescale, postscale);
-                  for (size_t i = 0; i < tensors.size(); ++i) {
-                    pending.tensors.push_back(chorus::reduce_scatter_async(tensors[i], names[i], o));
-                  }
-                });
+  return submit(
+      PendingOp::Kind::kGroup, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
+        auto o = options_for(set, reduce, prescale, postscale);
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          pending.tensors.push_back(chorus::reduce_scatter_async(tensors[i], names[i], o));
+        }
+      });
 }
 
 int64_t barrier_async(int set_id) {
@@ -242,8 +240,8 @@ py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_byt
   CHORUS_CHECK_ARG(bucket_bytes > 0, "bucket_bytes must be positive, not ", bucket_bytes);
   std::vector<detail::BucketParam> sizes;
   for (const auto& p : params) {
-    sizes.push_back({static_cast<size_t>(p.numel()) * p.element_size(),
-                     to_chorus_dtype(p.scalar_type())});
+    sizes.push_back(
+        {static_cast<size_t>(p.numel()) * p.element_size(), to_chorus_dtype(p.scalar_type())});
   }
   const detail::BucketLayout layout =
       detail::plan_buckets(sizes, static_cast<size_t>(bucket_bytes));

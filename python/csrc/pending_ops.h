@@ -28,11 +28,11 @@ namespace chorus::python {
 
 struct PendingOp {
   enum class Kind {
-    kTensor,    // result: one tensor
-    kGroup,     // result: a list of tensors
-    kAlltoall,  // result: (tensor, received splits as an int32 tensor)
-    kBarrier,   // result: None
-    kJoin,      // result: the last rank to join
+    kTensor,       // result: one tensor
+    kGroup,        // result: a list of tensors
+    kAlltoall,     // result: (tensor, received splits as an int32 tensor)
+    kBarrier,      // result: None
+    kJoin,         // result: the last rank to join
     kAllocShared,  // result: a uint8 tensor over memory the ranks share, or None
   };
   Kind kind = Kind::kTensor;

@@ -29,8 +29,8 @@ struct BucketLayout {
     DataType dtype = DataType::kFloat32;
   };
   std::vector<Bucket> buckets;
-  std::vector<int> bucket_of;      // by parameter
-  std::vector<size_t> offset_of;   // by parameter: bytes from the allocation's start
+  std::vector<int> bucket_of;     // by parameter
+  std::vector<size_t> offset_of;  // by parameter: bytes from the allocation's start
   size_t total_bytes = 0;
 };
 

@@ -107,10 +107,10 @@ void DistributedOptimizer::State::on_gradient(size_t i) {
   std::lock_guard<std::mutex> lock(mu);
   Slot& slot = slots[i];
   ++slot.passes;
-  CHORUS_CHECK_ARG(slot.passes <= options.backward_passes_per_step && !slot.submitted,
-                   "DistributedOptimizer: gradient of '", slot.name, "' computed ", slot.passes,
-                   " times before step() (backward_passes_per_step = ",
-                   options.backward_passes_per_step, ")");
+  CHORUS_CHECK_ARG(
+      slot.passes <= options.backward_passes_per_step && !slot.submitted,
+      "DistributedOptimizer: gradient of '", slot.name, "' computed ", slot.passes,
+      " times before step() (backward_passes_per_step = ", options.backward_passes_per_step, ")");
   if (slot.passes < options.backward_passes_per_step) return;
   make_buckets();
   if (slot.bucket < 0) return submit(slot);
@@ -157,8 +157,8 @@ void DistributedOptimizer::State::make_buckets() {
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& slot = slots[i];
     slot.bucket = layout.bucket_of[i];
-    slot.view = tensor_in(memory, layout.offset_of[i], slot.param.sizes(),
-                          slot.param.scalar_type());
+    slot.view =
+        tensor_in(memory, layout.offset_of[i], slot.param.sizes(), slot.param.scalar_type());
   }
 }
 
@@ -183,10 +183,10 @@ void DistributedOptimizer::State::adopt_gradient(Slot& slot) {
 void DistributedOptimizer::State::submit(Bucket& bucket) {
   const bool average = options.op == ReduceOp::kAverage;
   const double f = options.gradient_predivide_factor;
-  bucket.handle = engine->allreduce(bucket.name, bucket.flat.data_ptr(), bucket.flat.data_ptr(),
-                                    to_chorus_dtype(bucket.flat.scalar_type()),
-                                    {bucket.flat.numel()}, options.op, average ? 1.0 / f : 1.0,
-                                    average ? f : 1.0);
+  bucket.handle =
+      engine->allreduce(bucket.name, bucket.flat.data_ptr(), bucket.flat.data_ptr(),
+                        to_chorus_dtype(bucket.flat.scalar_type()), {bucket.flat.numel()},
+                        options.op, average ? 1.0 / f : 1.0, average ? f : 1.0);
   bucket.submitted = true;
 }
 
@@ -198,12 +198,11 @@ void DistributedOptimizer::State::submit(Slot& slot) {
   if (!grad.is_contiguous()) grad = grad.contiguous();
   const bool average = options.op == ReduceOp::kAverage;
   const double f = options.gradient_predivide_factor;
-  slot.wire = options.fp16_compression && compressible(grad) ? grad.to(c10::ScalarType::Half)
-                                                             : grad;
+  slot.wire =
+      options.fp16_compression && compressible(grad) ? grad.to(c10::ScalarType::Half) : grad;
   slot.handle = engine->allreduce(slot.name, slot.wire.data_ptr(), slot.wire.data_ptr(),
-                                  to_chorus_dtype(slot.wire.scalar_type()),
-                                  slot.wire.sizes().vec(), options.op, average ? 1.0 / f : 1.0,
-                                  average ? f : 1.0);
+                                  to_chorus_dtype(slot.wire.scalar_type()), slot.wire.sizes().vec(),
+                                  options.op, average ? 1.0 / f : 1.0, average ? f : 1.0);
   slot.submitted = true;
 }
 
@@ -266,8 +265,7 @@ void DistributedOptimizer::install_hooks(
     const ::torch::OrderedDict<std::string, at::Tensor>* named_parameters) {
   const DistributedOptimizerOptions& o = state_->options;
   CHORUS_CHECK_ARG(o.op == ReduceOp::kAverage || o.op == ReduceOp::kSum,
-                   "DistributedOptimizer: op must be average or sum, got ",
-                   reduce_op_name(o.op));
+                   "DistributedOptimizer: op must be average or sum, got ", reduce_op_name(o.op));
   CHORUS_CHECK_ARG(o.backward_passes_per_step >= 1,
                    "DistributedOptimizer: backward_passes_per_step must be >= 1, got ",
                    o.backward_passes_per_step);
@@ -353,8 +351,6 @@ void DistributedOptimizer::step() {
 
 void DistributedOptimizer::zero_grad() { optimizer_.zero_grad(); }
 
-const DistributedOptimizerOptions& DistributedOptimizer::options() const {
-  return state_->options;
-}
+const DistributedOptimizerOptions& DistributedOptimizer::options() const { return state_->options; }
 
 }  // namespace chorus

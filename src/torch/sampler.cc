@@ -15,8 +15,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
                    num_replicas);
   CHORUS_CHECK_ARG(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
                    " outside [0, ", num_replicas, ")");
-  CHORUS_CHECK_ARG(dataset_size >= 0, "DistributedSampler: negative dataset size ",
-                   dataset_size);
+  CHORUS_CHECK_ARG(dataset_size >= 0, "DistributedSampler: negative dataset size ", dataset_size);
 }
 
 int64_t DistributedSampler::num_samples() const {

@@ -103,8 +103,8 @@ at::Tensor engine_output(const Handle& h, c10::ScalarType dtype) {
   const std::vector<int64_t>& shape = h.shape();
   if (h.bytes() == 0) return at::empty(shape, at::TensorOptions().dtype(dtype));
   Handle keep = h;
-  return at::from_blob(const_cast<void*>(h.data()), shape, [keep](void*) {},
-                       at::TensorOptions().dtype(dtype));
+  return at::from_blob(
+      const_cast<void*>(h.data()), shape, [keep](void*) {}, at::TensorOptions().dtype(dtype));
 }
 
 void finish(TensorHandle::State& s) {
@@ -140,8 +140,8 @@ std::shared_ptr<TensorHandle::State> stage(OpType op, at::Tensor& tensor, bool i
   return s;
 }
 
-TensorHandle allreduce_impl(at::Tensor& tensor, const std::string& name,
-                            const CollectiveOptions& o, bool in_place) {
+TensorHandle allreduce_impl(at::Tensor& tensor, const std::string& name, const CollectiveOptions& o,
+                            bool in_place) {
   check_tensor(tensor, "allreduce");
   Engine& e = detail::engine_or_default(o.engine);
   auto s = stage(OpType::kAllreduce, tensor, in_place);
@@ -213,8 +213,8 @@ at::Tensor& allreduce_(at::Tensor& tensor, const std::string& name,
 TensorHandle allgather_async(const at::Tensor& tensor, const std::string& name,
                              const CollectiveOptions& o) {
   check_tensor(tensor, "allgather");
-  CHORUS_CHECK_ARG(tensor.dim() >= 1, "chorus allgather: needs at least one dimension, '",
-                   name, "' is a scalar");
+  CHORUS_CHECK_ARG(tensor.dim() >= 1, "chorus allgather: needs at least one dimension, '", name,
+                   "' is a scalar");
   Engine& e = detail::engine_or_default(o.engine);
   auto s = new_state(OpType::kAllgather, tensor);
   s->handle = e.allgather(name_or_auto(name, e, "allgather"), s->input.data_ptr(),
@@ -255,14 +255,14 @@ TensorHandle alltoall_async(const at::Tensor& tensor, std::vector<int64_t> split
   CHORUS_CHECK_ARG(tensor.dim() >= 1, "chorus alltoall: needs at least one dimension");
   Engine& e = detail::engine_or_default(o.engine);
   auto s = new_state(OpType::kAlltoall, tensor);
-  s->handle = e.alltoall(name_or_auto(name, e, "alltoall"), s->input.data_ptr(),
-                         to_chorus_dtype(tensor.scalar_type()), shape_of(tensor),
-                         std::move(splits));
+  s->handle =
+      e.alltoall(name_or_auto(name, e, "alltoall"), s->input.data_ptr(),
+                 to_chorus_dtype(tensor.scalar_type()), shape_of(tensor), std::move(splits));
   return TensorHandle(std::move(s));
 }
 
-at::Tensor alltoall(const at::Tensor& tensor, std::vector<int64_t> splits,
-                    const std::string& name, const CollectiveOptions& options) {
+at::Tensor alltoall(const at::Tensor& tensor, std::vector<int64_t> splits, const std::string& name,
+                    const CollectiveOptions& options) {
   return alltoall_async(tensor, std::move(splits), name, options).wait();
 }
 
