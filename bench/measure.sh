@@ -27,3 +27,11 @@ blas_setup() {  # python
     export OPENBLAS_CORETYPE=SkylakeX
   fi
 }
+# Runs a command twice at the same time and prints the sum of the two numbers they print:
+# the "solo-2" ceiling, two single-worker jobs that do not communicate.
+two_at_once() {  # command...
+  local a b
+  a=$(mktemp); b=$(mktemp)
+  "$@" >"$a" & "$@" >"$b" & wait
+  awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
+}

@@ -47,12 +47,6 @@ py_rate() {  # backend workers -> samples/s
       --backend "$1" --steps "$steps" --warmup-steps "$warmup" 2>&1 |
     sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
-solo2_rate() {
-  local a b
-  a=$(mktemp); b=$(mktemp)
-  py_rate chorus 1 >"$a" & py_rate chorus 1 >"$b" & wait
-  awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
-}
 cpp_rate() {
   "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
       --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
@@ -68,7 +62,7 @@ for ((i = 1; i <= repeat; i++)); do
   measure py_rate chorus 2; p2+=("$rate"); line+="  py-chorus-2 $rate ($steal%)"
   measure py_rate ddp 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
   measure py_rate ddp 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure solo2_rate; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  measure two_at_once py_rate chorus 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
   measure cpp_rate 2; c2+=("$rate"); line+="  cpp-2 $rate ($steal%)"
   r_solo+=("$(ratio "${p2[-1]}" "${s2[-1]}")")
   r_ddp+=("$(ratio "${p2[-1]}" "${d2[-1]}")")

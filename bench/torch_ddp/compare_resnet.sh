@@ -52,12 +52,6 @@ ddp_rate() {
       --batch "$batch" --image-size "$image" --threads 1 2>&1 |
     sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p'
 }
-solo2_rate() {
-  local a b
-  a=$(mktemp); b=$(mktemp)
-  chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
-  awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
-}
 
 echo "# compare_resnet: ResNet-18, ${image}px, batch $batch/worker, $steps steps after $warmup, repeat $repeat"
 echo "# CPU: $(cpu_model); $(getconf _NPROCESSORS_ONLN) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -69,7 +63,7 @@ for ((i = 1; i <= repeat; i++)); do
   measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%)"
   measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
   measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure solo2_rate; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
   vs_solo+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   vs_ddp+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"

@@ -55,12 +55,6 @@ ddp_rate() {
   "$python" "$here/ddp_fashion_mnist.py" --workers "$1" --steps "$steps" \
       --warmup-steps "$warmup" --threads 1 2>&1 | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
-solo2_rate() {  # two single-worker jobs at once -> summed samples/s
-  local a b
-  a=$(mktemp); b=$(mktemp)
-  chorus_rate 1 >"$a" & chorus_rate 1 >"$b" & wait
-  awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
-}
 
 declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
@@ -73,7 +67,7 @@ for ((i = 1; i <= repeat; i++)); do
   measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%)"
   measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
   measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure solo2_rate; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
   ratio+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"
 done

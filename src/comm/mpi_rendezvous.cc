@@ -1,7 +1,6 @@
 // meet_through_mpi (mpi_bootstrap.h): the offer rank 0 broadcasts is text,
 //   "chorus-mpi-1\n<port>\n<address> <address> ...\n<secret, or empty when it was given>"
 // (a generated secret is hexadecimal: no newline in it).
-#include <algorithm>
 #include <map>
 #include <sstream>
 

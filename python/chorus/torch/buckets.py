@@ -116,7 +116,3 @@ class GradientBuckets:
             ready.clear()
         if error is not None:
             raise error
-
-    def pending(self):
-        """Whether any gradient was adopted since the last finish()."""
-        return any(self._ready)
