@@ -25,16 +25,11 @@ void copy_floats(float* dst, const std::string& src, size_t& at, size_t n) {
 
 std::unique_ptr<Model> PsState::new_model(PartLayout part, PsConfig config) {
   auto model = std::make_unique<Model>();
-  const int slots = slot_count(config.optimizer);
   // A part that did not come through get_part must not size the shards unchecked either.
   model->elements = checked_elements(part);
   int64_t begin = 0;
   for (const Shard& s : part.shards) {
     auto shard = std::make_unique<ShardState>();
-    const auto n = static_cast<size_t>(s.length);
-    shard->values.resize(n);
-    if (slots >= 1) shard->slot0.assign(n, 0.0f);
-    if (slots >= 2) shard->slot1.assign(n, 0.0f);
     shard->begin = begin;
     begin += s.length;
     model->shards.push_back(std::move(shard));
@@ -42,6 +37,18 @@ std::unique_ptr<Model> PsState::new_model(PartLayout part, PsConfig config) {
   model->part = std::move(part);
   model->config = config;
   return model;
+}
+
+void PsState::size_slots(Model& model) {
+  const int slots = slot_count(model.config.optimizer);
+  for (size_t i = 0; i < model.shards.size(); ++i) {
+    ShardState& shard = *model.shards[i];
+    const auto n = static_cast<size_t>(model.part.shards[i].length);
+    CHORUS_CHECK_ARG(shard.values.size() == n, "ps shard ", i, " holds ", shard.values.size(),
+                     " values, its layout ", n);
+    if (slots >= 1) shard.slot0.assign(n, 0.0f);
+    if (slots >= 2) shard.slot1.assign(n, 0.0f);
+  }
 }
 
 void PsState::install(std::unique_ptr<Model> model) {

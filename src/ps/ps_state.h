@@ -45,9 +45,14 @@ class PsState {
     int64_t version = 0;
   };
 
-  // A model with zeroed values and slots, ready to receive its initial values.
+  // A model whose shards hold no memory yet: nothing is allocated for a layout before its
+  // values arrive (a peer may announce CHORUS_PS_MAX_ELEMENTS and send nothing). The caller
+  // fills each shard's values (part.shards[i].length floats), then calls size_slots().
   // InvalidArgument when the shards hold more than CHORUS_PS_MAX_ELEMENTS in all.
   static std::unique_ptr<Model> new_model(PartLayout part, PsConfig config);
+  // Zeroed optimizer slots for every shard, once its values are in. InvalidArgument when a
+  // shard's values do not match its length.
+  static void size_slots(Model& model);
   // Replaces the current model; version and counters start again at 0.
   void install(std::unique_ptr<Model> model);
 

@@ -51,6 +51,10 @@ class Handler {
   // destination is allocated.
   void expect_bulk(uint64_t want) const;
   void receive_bulk(const std::vector<wire::Slot>& slots);
+  // n floats of the bulk (already checked by expect_bulk), memory growing as they arrive.
+  void receive_floats(std::vector<float>& out, size_t n) {
+    wire::recv_floats_growing(ctx_.conn.fd.get(), out, n, io_deadline(), "ps request");
+  }
   Deadline io_deadline() const { return Deadline::after(default_timeout()); }
 
   RequestContext& ctx_;
@@ -102,12 +106,14 @@ Reply Handler::create(PayloadReader& in) {
   PartLayout part = get_part(in);
   PsConfig config = get_config(in);
   in.finish();
-  expect_bulk(static_cast<uint64_t>(part.elements()) * sizeof(float));
-  auto model = PsState::new_model(std::move(part), config);  // sizes checked above
-  std::vector<wire::Slot> slots;
-  for (auto& shard : model->shards)
-    slots.push_back({shard->values.data(), shard->values.size() * sizeof(float)});
-  receive_bulk(slots);
+  expect_bulk(static_cast<uint64_t>(checked_elements(part)) * sizeof(float));
+  auto model = PsState::new_model(std::move(part), config);
+  for (size_t i = 0; i < model->shards.size(); ++i) {
+    const auto n = static_cast<size_t>(model->part.shards[i].length);
+    receive_floats(model->shards[i]->values, n);
+  }
+  received_ = true;
+  PsState::size_slots(*model);  // only once every value is here
   CHORUS_LOG(kInfo, "ps") << "created " << model->part.variables.size() << " variables, "
                           << model->elements << " elements here, for " << ctx_.conn.peer;
   ctx_.state.install(std::move(model));
@@ -167,8 +173,8 @@ Reply Handler::push(PayloadReader& in) {
   auto n = static_cast<size_t>(ctx_.state.elements(generation));
   expect_bulk(n * sizeof(float));
   auto& grads = ctx_.conn.scratch;
-  grads.resize(n);
-  receive_bulk({{grads.data(), n * sizeof(float)}});
+  receive_floats(grads, n);
+  received_ = true;
   CHORUS_CHECK_ARG(std::isfinite(lr), "push: learning rate ", lr, " is not finite");
   auto result = ctx_.state.push(generation, tag, lr, grads.data());
   return {Type::kOk, PayloadWriter().u8(result.applied ? 1 : 0).i64(result.version).take(), {}};
@@ -199,8 +205,10 @@ Reply Handler::restore(PayloadReader& in) {
   in.finish();
   uint64_t want = ctx_.state.state_file_bytes();  // InvalidArgument before create
   expect_bulk(want);
-  std::string file(static_cast<size_t>(want), '\0');
-  receive_bulk({{file.data(), file.size()}});
+  std::string file;  // grows with the bytes received, like a create's values
+  net::recv_growing(ctx_.conn.fd.get(), file, static_cast<size_t>(want), io_deadline(),
+                    "ps request");
+  received_ = true;
   ctx_.state.restore(file);
   return {};
 }

@@ -113,4 +113,20 @@ void recv_bulk(int fd, const std::vector<Slot>& slots, Deadline deadline, const 
   transfer(fd, std::move(iov), false, deadline, what);
 }
 
+void recv_floats_growing(int fd, std::vector<float>& out, size_t n, Deadline deadline,
+                         const char* what) {
+  if (out.capacity() >= n) {  // already paid for (a connection's scratch, reused)
+    out.resize(n);
+    recv_bulk(fd, {{out.data(), n * sizeof(float)}}, deadline, what);
+    return;
+  }
+  constexpr size_t kFirstStep = size_t{16} << 10;  // floats: 64 KiB
+  out.clear();
+  while (out.size() < n) {
+    size_t have = out.size();
+    out.resize(std::min(n, std::max(kFirstStep, 2 * have)));
+    recv_bulk(fd, {{out.data() + have, (out.size() - have) * sizeof(float)}}, deadline, what);
+  }
+}
+
 }  // namespace chorus::ps::wire

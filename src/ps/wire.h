@@ -64,5 +64,10 @@ void send(int fd, Type type, const std::string& meta, const std::vector<Piece>& 
 bool receive(int fd, Deadline deadline, const char* what, Header& header, std::string& meta);
 // Receives exactly the slots' bytes, in order (scattered, few system calls).
 void recv_bulk(int fd, const std::vector<Slot>& slots, Deadline deadline, const char* what);
+// Receives `n` floats into `out` (resized to n). Memory the vector does not hold yet grows
+// with the bytes received, as for meta, so a peer that announces a large array and stalls
+// costs about what it sent; a vector that already holds n floats receives in place.
+void recv_floats_growing(int fd, std::vector<float>& out, size_t n, Deadline deadline,
+                         const char* what);
 
 }  // namespace chorus::ps::wire
