@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <utility>
 
 #include "chorus/error.h"
+#include "rendezvous/slurm.h"
 #include "rendezvous/tf_config.h"
 #include "util/env.h"
 
@@ -122,23 +125,6 @@ JobEnv read_torchrun() {
   return env;
 }
 
-JobEnv read_slurm() {
-  JobEnv env;
-  env.source = "slurm";
-  env.size = env_string("SLURM_NTASKS") ? required_int("SLURM_NTASKS", 1)
-                                        : required_int("SLURM_NPROCS", 1);
-  env.rank = required_int("SLURM_PROCID", 0);
-  check_rank("SLURM_PROCID", env.rank, "SLURM_NTASKS", env.size);
-  env.local_rank = optional_int("SLURM_LOCALID", 0, -1);
-  env.cross_rank = optional_int("SLURM_NODEID", 0, -1);
-  env.cross_size = optional_int("SLURM_NNODES", 1, -1);
-  read_store(env);
-  require_store(env,
-                "Slurm does not provide one: set CHORUS_STORE_ADDR (a running store) or "
-                "MASTER_ADDR and MASTER_PORT (rank 0 hosts it)");
-  return env;
-}
-
 JobEnv read_single() {
   JobEnv env;
   env.source = "single";
@@ -147,6 +133,133 @@ JobEnv read_single() {
   env.cross_rank = 0;
   env.cross_size = 1;
   read_store(env);
+  return env;
+}
+
+// ---- Slurm ---------------------------------------------------------------------------------
+
+// The step as srun describes it: its nodes and how many of its tasks run on each.
+struct SlurmStep {
+  std::string id;                  // "<job>.<step>"
+  std::vector<std::string> nodes;  // empty when no node list is set
+  const char* nodes_var = nullptr;
+  std::vector<int> tasks;  // per node; empty when unknown
+  const char* tasks_var = nullptr;
+};
+
+const char* first_set(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (env_string(name)) return name;
+  }
+  return nullptr;
+}
+
+uint32_t slurm_id(const char* name) {
+  auto value = env_int(name);
+  CHORUS_CHECK_ARG(value.has_value(), "environment variable ", name, " is not set");
+  CHORUS_CHECK_ARG(*value >= 0 && *value <= UINT32_MAX, "environment variable ", name, "=", *value,
+                   " is out of range (Slurm ids are 32-bit: 0 to ", UINT32_MAX, ")");
+  return static_cast<uint32_t>(*value);
+}
+
+SlurmStep read_slurm_step(const char* step_var) {
+  SlurmStep step;
+  step.id = std::to_string(slurm_id("SLURM_JOB_ID")) + "." + std::to_string(slurm_id(step_var));
+  // The job's list names the allocation's nodes, a superset of the step's: only a fallback.
+  step.nodes_var = first_set({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
+  if (step.nodes_var)
+    step.nodes = slurm::expand_hostlist(*env_string(step.nodes_var), step.nodes_var);
+  step.tasks_var = first_set({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
+  if (step.tasks_var) {
+    step.tasks = slurm::expand_tasks_per_node(*env_string(step.tasks_var), step.tasks_var);
+  }
+  return step;
+}
+
+// The step's own layout must agree with SLURM_NTASKS: a task count larger than the task
+// slots of the step's nodes means this process would wait for ranks that never start.
+void check_slurm_layout(JobEnv& env, const SlurmStep& step) {
+  if (step.tasks.empty()) return;
+  bool step_nodes = step.nodes_var && std::string(step.nodes_var) == "SLURM_STEP_NODELIST";
+  if (step_nodes) {
+    CHORUS_CHECK_ARG(step.tasks.size() == step.nodes.size(), step.tasks_var, " gives ",
+                     step.tasks.size(), " node(s) but SLURM_STEP_NODELIST names ",
+                     step.nodes.size());
+  }
+  long total = 0;
+  for (int t : step.tasks) total += t;
+  CHORUS_CHECK_ARG(total >= env.size, "the Slurm step has ", total, " task slot(s) (",
+                   step.tasks_var, "=", *env_string(step.tasks_var),
+                   ") but SLURM_NTASKS=", env.size, ": start it with srun -n ", env.size,
+                   " inside an allocation of at "
+                   "least ",
+                   env.size, " tasks");
+  if (env.cross_rank >= 0 && env.cross_rank < static_cast<int>(step.tasks.size())) {
+    env.local_size = step.tasks[env.cross_rank];
+  }
+}
+
+uint16_t slurm_store_port(const char* step_var) {
+  for (const char* name : {"CHORUS_STORE_PORT", "MASTER_PORT"}) {
+    if (env_string(name)) {
+      int port = required_int(name, 1);
+      CHORUS_CHECK_ARG(port <= 65535, "environment variable ", name, "=", port, " is out of range");
+      return static_cast<uint16_t>(port);
+    }
+  }
+  return slurm::store_port(slurm_id("SLURM_JOB_ID"), slurm_id(step_var));
+}
+
+// The address of rank 0's node, where it hosts the store. A name that resolves to loopback
+// (Debian maps a host's own name to 127.0.1.1) works only when every rank is on that node.
+std::string slurm_store_host(const JobEnv& env, const SlurmStep& step) {
+  if (auto master = env_string("MASTER_ADDR")) return *master;
+  CHORUS_CHECK_ARG(!step.nodes.empty(), "a Slurm step of ", env.size,
+                   " tasks needs its node list to find rank 0: SLURM_STEP_NODELIST is not set "
+                   "(set MASTER_ADDR to rank 0's host)");
+  if (env.cross_size == 1) return "127.0.0.1";
+  const std::string& first = step.nodes[0];
+  auto my_node = env_string("SLURMD_NODENAME");
+  CHORUS_CHECK_ARG(env.rank != 0 || !my_node || *my_node == first, "rank 0 runs on node ",
+                   my_node.value_or(""), " but the first node of ", step.nodes_var, " is ", first,
+                   " (a custom task distribution?): set MASTER_ADDR to the address of ",
+                   my_node.value_or(""));
+  std::string address = slurm::resolve_address(
+      first, std::string("Slurm node (rank 0's, the first in ") + step.nodes_var + ")");
+  CHORUS_CHECK_ARG(!slurm::is_loopback_address(address), "Slurm node ", first,
+                   " (rank 0's) resolves to ", address, ", a loopback address, but the step spans ",
+                   env.cross_size,
+                   " nodes: fix the name's entry in /etc/hosts, or set MASTER_ADDR "
+                   "to an address of ",
+                   first, " that every node reaches");
+  return address;
+}
+
+JobEnv read_slurm() {
+  // srun sets the step id; a batch script or salloc's shell has Slurm's variables but none:
+  // a program started there directly is a job of one process.
+  const char* step_var = first_set({"SLURM_STEP_ID", "SLURM_STEPID"});
+  if (!step_var) return read_single();
+  JobEnv env;
+  env.source = "slurm";
+  env.size = env_string("SLURM_NTASKS") ? required_int("SLURM_NTASKS", 1)
+                                        : required_int("SLURM_NPROCS", 1);
+  env.rank = required_int("SLURM_PROCID", 0);
+  check_rank("SLURM_PROCID", env.rank, "SLURM_NTASKS", env.size);
+  env.local_rank = optional_int("SLURM_LOCALID", 0, -1);
+  env.cross_rank = optional_int("SLURM_NODEID", 0, -1);
+  SlurmStep step = read_slurm_step(step_var);
+  bool step_nodes = step.nodes_var && std::string(step.nodes_var) == "SLURM_STEP_NODELIST";
+  env.cross_size =
+      step_nodes ? static_cast<int>(step.nodes.size()) : optional_int("SLURM_NNODES", 1, -1);
+  check_slurm_layout(env, step);
+  env.job_id = "slurm-" + step.id;
+  if (env_string("CHORUS_STORE_ADDR") || env.size == 1) {
+    read_store(env);
+    return env;
+  }
+  env.store = net::Endpoint{slurm_store_host(env, step), slurm_store_port(step_var)};
+  env.rank0_hosts_store = true;
   return env;
 }
 

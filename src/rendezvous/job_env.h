@@ -1,7 +1,7 @@
 // Where this process sits in a job, read from the environment of whichever launcher
 // started it: chorusrun (CHORUS_*), torchrun (RANK, WORLD_SIZE, LOCAL_RANK, ...,
-// MASTER_ADDR/PORT), OpenMPI (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, ... with the store
-// address given explicitly), or TF_CONFIG. docs/launcher.md (and the README's table) lists
+// MASTER_ADDR/PORT), OpenMPI (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, ... of an srun step),
+// or TF_CONFIG. docs/launcher.md (and the README's table) lists
 // what is read from where and in which order.
 //
 // Precedence (the first source whose marker variable is set wins; CHORUS_LAUNCHER=<source>
@@ -11,13 +11,18 @@
 //   3. torchrun   RANK                   (torchrun / torch.distributed.launch)
 //   4. tf_config  TF_CONFIG
 //   5. slurm      SLURM_PROCID           (last: Slurm variables are set in every step of an
-//                                         allocation, even under another launcher)
+//                                         allocation, even under another launcher; without
+//                                         SLURM_STEP_ID, in a batch script or salloc's shell
+//                                         outside srun, the process is a job of one)
 //   6. single     none of the above: rank 0 of 1
 //
 // The store address, whatever the source: CHORUS_STORE_ADDR names a store someone else
 // hosts (chorusrun); MASTER_ADDR + MASTER_PORT (torchrun, or given by hand for
 // OpenMPI/Slurm) and TF_CONFIG's chief name a store that rank 0 hosts. A bare mpirun job
-// with neither meets through MPI (meet_through_mpi, comm/mpi_bootstrap.h).
+// with neither meets through MPI (meet_through_mpi, comm/mpi_bootstrap.h); a Slurm step with
+// neither has rank 0 host it on the step's first node (127.0.0.1 when the step has one node)
+// at CHORUS_STORE_PORT, MASTER_PORT or a port derived from the job and step ids
+// (slurm::store_port, rendezvous/slurm.h).
 #pragma once
 
 #include <map>
@@ -43,6 +48,9 @@ struct JobEnv {
   std::optional<Secret> secret;
   int restart_count = 0;
   std::string source;  // "chorus", "torchrun", "openmpi", "slurm", "tf_config", "single"
+  // Names this run among the user's jobs when the launcher says (Slurm: "slurm-<job>.<step>");
+  // empty otherwise. Ranks on one host without a configured secret share one under this name.
+  std::string job_id;
 
   // TF_CONFIG only (empty / -1 otherwise). Ranks are given chief first, then workers, then
   // ps tasks, so `size` counts every task of the cluster; a ParameterServer strategy uses

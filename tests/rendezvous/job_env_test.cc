@@ -41,6 +41,16 @@ const char* const kAllVariables[] = {"CHORUS_RANK",
                                      "SLURM_LOCALID",
                                      "SLURM_NODEID",
                                      "SLURM_NNODES",
+                                     "SLURM_JOB_ID",
+                                     "SLURM_STEP_ID",
+                                     "SLURM_STEPID",
+                                     "SLURM_STEP_NODELIST",
+                                     "SLURM_JOB_NODELIST",
+                                     "SLURM_NODELIST",
+                                     "SLURM_STEP_TASKS_PER_NODE",
+                                     "SLURM_TASKS_PER_NODE",
+                                     "SLURMD_NODENAME",
+                                     "CHORUS_STORE_PORT",
                                      "TF_CONFIG"};
 
 class JobEnvTest : public ::testing::Test {
@@ -185,22 +195,141 @@ TEST_F(JobEnvTest, OpenMpiWithChorusStoreOrMaster) {
   expect_invalid("OMPI_COMM_WORLD_RANK=7 is not below OMPI_COMM_WORLD_SIZE=2");
 }
 
-TEST_F(JobEnvTest, SlurmNeedsAnExplicitStore) {
-  set("SLURM_PROCID", "2");
-  set("SLURM_NTASKS", "4");
-  set("SLURM_LOCALID", "0");
-  set("SLURM_NODEID", "1");
-  set("SLURM_NNODES", "2");
-  expect_invalid("Slurm does not provide one");
-  set("CHORUS_STORE_ADDR", "login1:7000");
+// What srun sets for task `rank` of a step of job 4242 over `nodes` (a host list) with
+// `tasks` per node (Slurm's syntax), block distribution.
+void set_slurm_task(int rank, int ntasks, const std::string& nodes, const std::string& tasks,
+                    int node, int local) {
+  setenv("SLURM_JOB_ID", "4242", 1);
+  setenv("SLURM_STEP_ID", "3", 1);
+  setenv("SLURM_PROCID", std::to_string(rank).c_str(), 1);
+  setenv("SLURM_NTASKS", std::to_string(ntasks).c_str(), 1);
+  setenv("SLURM_STEP_NODELIST", nodes.c_str(), 1);
+  setenv("SLURM_JOB_NODELIST", nodes.c_str(), 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", tasks.c_str(), 1);
+  setenv("SLURM_NODEID", std::to_string(node).c_str(), 1);
+  setenv("SLURM_LOCALID", std::to_string(local).c_str(), 1);
+}
+
+TEST_F(JobEnvTest, SlurmStepOnOneNodeMeetsOnLoopbackAtTheDerivedPort) {
+  set_slurm_task(1, 2, "vm", "2", 0, 1);
   JobEnv env = read_job_env();
   EXPECT_EQ(env.source, "slurm");
-  EXPECT_EQ(env.rank, 2);
-  EXPECT_EQ(env.size, 4);
-  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.size, 2);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_size, 2);
+  EXPECT_EQ(env.cross_rank, 0);
+  EXPECT_EQ(env.cross_size, 1);
+  ASSERT_TRUE(env.store.has_value());
+  EXPECT_EQ(env.store->host, "127.0.0.1");
+  EXPECT_EQ(env.store->port, 20000 + (4242 * 97 + 3) % 10000);
+  EXPECT_TRUE(env.rank0_hosts_store);
+  EXPECT_EQ(env.job_id, "slurm-4242.3");
+}
+
+TEST_F(JobEnvTest, SlurmStepAcrossNodesMeetsAtTheFirstNode) {
+  // Numeric "names" resolve without a name service.
+  set_slurm_task(3, 4, "10.9.8.[7-8]", "2(x2)", 1, 1);
+  set("SLURM_NNODES", "5");  // the allocation's: the step's node list wins
+  JobEnv env = read_job_env();
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_size, 2);
   EXPECT_EQ(env.cross_rank, 1);
   EXPECT_EQ(env.cross_size, 2);
-  EXPECT_EQ(env.store->host, "login1");
+  ASSERT_TRUE(env.store.has_value());
+  EXPECT_EQ(env.store->host, "10.9.8.7");
+  EXPECT_EQ(env.store->port, 20000 + (4242 * 97 + 3) % 10000);
+  EXPECT_TRUE(env.rank0_hosts_store);
+}
+
+TEST_F(JobEnvTest, SlurmStorePortAndHostOverrides) {
+  set_slurm_task(0, 4, "10.9.8.[7-8]", "2(x2)", 0, 0);
+  set("MASTER_PORT", "29500");
+  EXPECT_EQ(read_job_env().store->port, 29500);
+  set("CHORUS_STORE_PORT", "31000");  // the more specific one wins
+  EXPECT_EQ(read_job_env().store->port, 31000);
+  unsetenv("MASTER_PORT");
+  set("MASTER_ADDR", "10.1.1.1");  // alone: the derived (or given) port with this host
+  JobEnv env = read_job_env();
+  EXPECT_EQ(env.store->to_string(), "10.1.1.1:31000");
+  EXPECT_TRUE(env.rank0_hosts_store);
+  set("CHORUS_STORE_ADDR", "login1:7000");  // a store someone else runs
+  env = read_job_env();
+  EXPECT_EQ(env.store->to_string(), "login1:7000");
+  EXPECT_FALSE(env.rank0_hosts_store);
+  unsetenv("CHORUS_STORE_ADDR");
+  set("CHORUS_STORE_PORT", "70000");
+  expect_invalid("CHORUS_STORE_PORT=70000 is out of range");
+  set("CHORUS_STORE_PORT", "0");
+  expect_invalid("CHORUS_STORE_PORT=0 is out of range");
+}
+
+TEST_F(JobEnvTest, SlurmOutsideAStepIsASingleProcess) {
+  // A batch script (or salloc's shell) has the allocation's variables but no step id.
+  set_slurm_task(0, 4, "10.9.8.[7-8]", "2(x2)", 0, 0);
+  unsetenv("SLURM_STEP_ID");
+  JobEnv env = read_job_env();
+  EXPECT_EQ(env.source, "single");
+  EXPECT_EQ(env.size, 1);
+  EXPECT_FALSE(env.store.has_value());
+  set("SLURM_STEPID", "0");  // older Slurm's name for the step id
+  EXPECT_EQ(read_job_env().source, "slurm");
+}
+
+TEST_F(JobEnvTest, SlurmOneTaskStepNeedsNoStore) {
+  set_slurm_task(0, 1, "node7", "1", 0, 0);
+  JobEnv env = read_job_env();
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.size, 1);
+  EXPECT_FALSE(env.store.has_value());
+}
+
+TEST_F(JobEnvTest, SlurmBadIdsAndListsNameTheVariable) {
+  set_slurm_task(1, 4, "10.9.8.[7-8]", "2(x2)", 0, 1);
+  set("SLURM_JOB_ID", "-1");
+  expect_invalid("SLURM_JOB_ID=-1 is out of range");
+  set("SLURM_JOB_ID", "4294967296");
+  expect_invalid("SLURM_JOB_ID=4294967296 is out of range");
+  set("SLURM_JOB_ID", "4294967295");
+  EXPECT_EQ(read_job_env().job_id, "slurm-4294967295.3");
+  set("SLURM_STEP_ID", "x");
+  expect_invalid("SLURM_STEP_ID='x' is not an integer");
+  set("SLURM_STEP_ID", "0");
+  set("SLURM_STEP_NODELIST", "node[1-2");
+  expect_invalid("SLURM_STEP_NODELIST='node[1-2' is not a valid Slurm host list: unclosed '['");
+  set("SLURM_STEP_NODELIST", "10.9.8.[7-8]");
+  set("SLURM_STEP_TASKS_PER_NODE", "2(x2");
+  expect_invalid("SLURM_STEP_TASKS_PER_NODE='2(x2' is not a valid Slurm tasks-per-node list");
+  set("SLURM_STEP_TASKS_PER_NODE", "1(x3)");
+  expect_invalid("SLURM_STEP_TASKS_PER_NODE gives 3 node(s) but SLURM_STEP_NODELIST names 2");
+}
+
+TEST_F(JobEnvTest, SlurmTasksBeyondTheStepsSlotsAreRefused) {
+  set_slurm_task(1, 4, "10.9.8.[7-8]", "1(x2)", 0, 0);
+  expect_invalid(
+      "the Slurm step has 2 task slot(s) (SLURM_STEP_TASKS_PER_NODE=1(x2)) but SLURM_NTASKS=4");
+  set_slurm_task(1, 2, "10.9.8.7", "2", 0, 2);
+  expect_invalid("local rank=2 is not below local size=2");
+  set_slurm_task(1, 2, "10.9.8.7", "2", 1, 0);
+  expect_invalid("cross rank=1 is not below cross size=1");
+}
+
+TEST_F(JobEnvTest, SlurmRankZeroMustBeOnTheFirstNodeAndReachable) {
+  set_slurm_task(0, 4, "10.9.8.[7-8]", "2(x2)", 0, 0);
+  set("SLURMD_NODENAME", "10.9.8.8");
+  expect_invalid(
+      "rank 0 runs on node 10.9.8.8 but the first node of SLURM_STEP_NODELIST is 10.9.8.7");
+  set("SLURMD_NODENAME", "10.9.8.7");
+  EXPECT_EQ(read_job_env().store->host, "10.9.8.7");
+  // Debian maps a host's own name to 127.0.1.1: no other node could reach that.
+  set_slurm_task(2, 4, "localhost,10.9.8.8", "2(x2)", 1, 0);
+  expect_invalid("Slurm node localhost (rank 0's) resolves to 127.0.0.1, a loopback address");
+  set_slurm_task(2, 4, "no-such-node.invalid,10.9.8.8", "2(x2)", 1, 0);
+  expect_invalid(
+      "cannot resolve Slurm node (rank 0's, the first in SLURM_STEP_NODELIST) "
+      "'no-such-node.invalid'");
 }
 
 TEST_F(JobEnvTest, TfConfigRanksChiefFirstThenWorkersThenPs) {
@@ -274,6 +403,8 @@ TEST_F(JobEnvTest, TfConfigMalformed) {
 TEST_F(JobEnvTest, PrecedenceChorusThenMpiThenTorchrunThenTfConfigThenSlurm) {
   set("SLURM_PROCID", "0");
   set("SLURM_NTASKS", "1");
+  set("SLURM_JOB_ID", "7");
+  set("SLURM_STEP_ID", "0");
   EXPECT_EQ(read_job_env().source, "slurm");
   set("TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":0}})");
   EXPECT_EQ(read_job_env().source, "tf_config");
