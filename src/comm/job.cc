@@ -35,9 +35,12 @@ bool is_loopback(const std::string& host) {
 }
 
 // Where the ranks of a single-host job without a configured secret meet to share one:
-// a directory only this user may enter, one file per store port.
-std::string shared_secret_path(const net::Endpoint& store) {
-  return user_private_dir() + "/secret-" + std::to_string(store.port);
+// a directory only this user may enter, one file per job when the launcher names it (a
+// Slurm step: its derived port recurs in later steps, whose ranks must not read a file left
+// by this one), else one per store port.
+std::string shared_secret_path(const JobEnv& env) {
+  return user_private_dir() + "/secret-" +
+         (env.job_id.empty() ? std::to_string(env.store->port) : env.job_id);
 }
 
 Secret read_shared_secret(const std::string& path, std::chrono::milliseconds timeout) {
@@ -52,14 +55,25 @@ Secret read_shared_secret(const std::string& path, std::chrono::milliseconds tim
   }
 }
 
+// Ranks on several hosts cannot meet in a local directory: the user must give the secret.
+[[noreturn]] void missing_secret(const JobEnv& env) {
+  if (env.source == "slurm") {
+    CHORUS_THROW(InvalidArgument, "a Slurm step across ", env.cross_size,
+                 " nodes needs the job secret: export CHORUS_SECRET_FILE (a file of mode 0600 "
+                 "that every node reads, e.g. in your home directory) or CHORUS_SECRET before "
+                 "srun, which passes it on to every task (docs/slurm.md)");
+  }
+  CHORUS_THROW(InvalidArgument,
+               "a multi-host job needs a secret: set CHORUS_SECRET or CHORUS_SECRET_FILE "
+               "(chorusrun does this for you)");
+}
+
 Secret job_secret(const JobEnv& env, const CommunicatorOptions& options) {
   if (!options.secret.empty()) return options.secret;
   if (env.secret) return *env.secret;
   if (env.size == 1 && !env.store) return Secret::generate();
-  CHORUS_CHECK_ARG(env.store && is_loopback(env.store->host),
-                   "a multi-host job needs a secret: set CHORUS_SECRET or CHORUS_SECRET_FILE "
-                   "(chorusrun does this for you)");
-  std::string path = shared_secret_path(*env.store);
+  if (!env.store || !is_loopback(env.store->host)) missing_secret(env);
+  std::string path = shared_secret_path(env);
   if (env.rank != 0) return read_shared_secret(path, options.timeout);
   Secret secret = Secret::generate();
   std::string tmp = path + ".tmp" + std::to_string(::getpid());
@@ -69,6 +83,15 @@ Secret job_secret(const JobEnv& env, const CommunicatorOptions& options) {
   }
   return secret;
 }
+
+// Once the world exists every rank has read the shared secret; a file named after its job
+// is of no use to any other, so rank 0 removes it rather than leave one per job behind.
+void forget_shared_secret(const JobEnv& env, const CommunicatorOptions& options) {
+  if (env.rank != 0 || env.job_id.empty() || !options.secret.empty() || env.secret) return;
+  if (!env.store || !is_loopback(env.store->host)) return;
+  ::unlink(shared_secret_path(env).c_str());
+}
+
 
 }  // namespace
 
@@ -107,6 +130,7 @@ std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
   impl->options = opts;
   auto job = std::unique_ptr<Job>(new Job(std::move(impl)));
   job->reconnect();
+  forget_shared_secret(env, options);
   CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined (" << env.source
                            << ")";
   return job;
