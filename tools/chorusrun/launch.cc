@@ -11,6 +11,7 @@
 #include <set>
 
 #include "chorus/error.h"
+#include "slurm_hosts.h"
 #include "util/net.h"
 
 extern char** environ;
@@ -203,6 +204,10 @@ JobPlan make_plan(const Options& options) {
     plan.hosts = parse_host_list(options.host_list);
   } else if (!options.hostfile.empty()) {
     plan.hosts = read_hostfile(options.hostfile);
+  } else if (auto allocation = slurm_allocation()) {
+    check_fits(*allocation, process_count(options), options.oversubscribe,
+               options.ps_mode ? "tasks" : "ranks");
+    plan.hosts = allocation->hosts;
   } else {
     plan.hosts = {{"localhost", process_count(options)}};
   }
