@@ -108,10 +108,11 @@ int main(int argc, char** argv) {
   if (args.max_steps > 0) steps = std::min(steps, args.max_steps);
   if (chief) {
     std::printf(
-        "fashion_mnist: %d worker(s), batch %lld per worker (global %lld), lr %g, "
+        "fashion_mnist: %d worker(s) on %d host(s), batch %lld per worker (global %lld), lr %g, "
         "%lld steps/epoch, %d thread(s)/worker%s\n",
-        workers, static_cast<long long>(args.batch), static_cast<long long>(args.batch * workers),
-        lr, static_cast<long long>(steps), args.threads, args.fp16 ? ", fp16 gradients" : "");
+        workers, chorus::cross_size(), static_cast<long long>(args.batch),
+        static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
+        args.threads, args.fp16 ? ", fp16 gradients" : "");
     std::fflush(stdout);
   }
 
