@@ -19,7 +19,10 @@ struct GzCloser {
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 34;  // far above any MNIST-family file
-constexpr size_t kChunk = size_t{64} << 20;        // memory grows by at most this ahead of data
+// Memory grows with the data read, never more than doubling it (and by kFirstChunk at
+// first): a 16-byte header that announces 16 GiB costs 64 KiB, not a zero-filled chunk.
+constexpr size_t kFirstChunk = size_t{64} << 10;
+constexpr size_t kMaxChunk = size_t{64} << 20;
 
 std::string existing(const std::string& path) {
   if (access(path.c_str(), R_OK) == 0) return path;
@@ -79,7 +82,8 @@ IdxArray read_idx(const std::string& path_in) {
   uint64_t total = 1;
   for (int64_t n : a.shape) total *= static_cast<uint64_t>(n);
   for (size_t done = 0; done < total;) {  // grows only as data arrives
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(total - done, kChunk));
+    size_t chunk = std::min(std::max(kFirstChunk, done), kMaxChunk);
+    chunk = static_cast<size_t>(std::min<uint64_t>(total - done, chunk));
     a.data.resize(done + chunk);
     read_exact(f.get(), a.data.data() + done, chunk, path);
     done += chunk;
