@@ -1,6 +1,7 @@
 # Build options shared by every layer: warnings, sanitizers, ccache, CPU flags.
 option(CHORUS_WERROR "Treat warnings as errors" OFF)
-set(CHORUS_SANITIZE "" CACHE STRING "Sanitizer build: address, undefined, thread, or empty")
+set(CHORUS_SANITIZE "" CACHE STRING
+    "Sanitizer build: address, undefined, thread, a comma list (address,undefined), or empty")
 option(CHORUS_NATIVE "Tune reductions for the build machine (-march=native)" OFF)
 
 find_program(CCACHE_PROGRAM ccache)
@@ -17,17 +18,36 @@ if(CHORUS_NATIVE)
   add_compile_options(-march=native)
 endif()
 
-if(CHORUS_SANITIZE STREQUAL "address")
-  add_compile_options(-fsanitize=address -fno-omit-frame-pointer)
-  add_link_options(-fsanitize=address)
-elseif(CHORUS_SANITIZE STREQUAL "undefined")
-  add_compile_options(-fsanitize=undefined -fno-sanitize-recover=undefined)
-  add_link_options(-fsanitize=undefined)
-elseif(CHORUS_SANITIZE STREQUAL "thread")
-  add_compile_options(-fsanitize=thread)
-  add_link_options(-fsanitize=thread)
-elseif(NOT CHORUS_SANITIZE STREQUAL "")
-  message(FATAL_ERROR "CHORUS_SANITIZE must be address, undefined, thread or empty")
+# Sanitizers, one or several ("address,undefined"). UBSan stops at the first report, so a
+# test that trips it fails instead of printing and passing.
+string(REPLACE "," ";" chorus_sanitizers "${CHORUS_SANITIZE}")
+foreach(san IN LISTS chorus_sanitizers)
+  if(NOT san MATCHES "^(address|undefined|thread)$")
+    message(FATAL_ERROR "CHORUS_SANITIZE: address, undefined, thread, a comma list, or empty")
+  endif()
+endforeach()
+if("thread" IN_LIST chorus_sanitizers AND "address" IN_LIST chorus_sanitizers)
+  message(FATAL_ERROR "CHORUS_SANITIZE: thread and address cannot be combined")
+endif()
+if(chorus_sanitizers)
+  add_compile_options(-fsanitize=${CHORUS_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${CHORUS_SANITIZE})
+endif()
+if("undefined" IN_LIST chorus_sanitizers)
+  add_compile_options(-fno-sanitize-recover=undefined)
+endif()
+
+# Fuzzing (fuzz/, docs/fuzzing.md): libFuzzer targets, built with clang. Every library is
+# instrumented for coverage and checked by ASan and UBSan; only the fuzz targets link
+# libFuzzer's main.
+option(CHORUS_FUZZ "Build the libFuzzer targets in fuzz/ (clang; no libtorch needed)" OFF)
+if(CHORUS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "CHORUS_FUZZ needs clang: configure with CC=clang CXX=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
 endif()
 
 # chorus_test(name LABELS l1 [l2] SOURCES s.cc... LIBS lib... [TIMEOUT s] [RESOURCE_LOCK r])
