@@ -143,7 +143,8 @@ struct SlurmStep {
   std::string id;                  // "<job>.<step>"
   std::vector<std::string> nodes;  // empty when no node list is set
   const char* nodes_var = nullptr;
-  std::vector<int> tasks;  // per node; empty when unknown
+  bool step_nodes = false;  // `nodes` are the step's own (SLURM_STEP_NODELIST), not the job's
+  std::vector<int> tasks;   // per node; empty when unknown
   const char* tasks_var = nullptr;
 };
 
@@ -167,8 +168,10 @@ SlurmStep read_slurm_step(const char* step_var) {
   step.id = std::to_string(slurm_id("SLURM_JOB_ID")) + "." + std::to_string(slurm_id(step_var));
   // The job's list names the allocation's nodes, a superset of the step's: only a fallback.
   step.nodes_var = first_set({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
-  if (step.nodes_var)
+  if (step.nodes_var) {
     step.nodes = slurm::expand_hostlist(*env_string(step.nodes_var), step.nodes_var);
+    step.step_nodes = std::string(step.nodes_var) == "SLURM_STEP_NODELIST";
+  }
   step.tasks_var = first_set({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
   if (step.tasks_var) {
     step.tasks = slurm::expand_tasks_per_node(*env_string(step.tasks_var), step.tasks_var);
@@ -180,19 +183,17 @@ SlurmStep read_slurm_step(const char* step_var) {
 // slots of the step's nodes means this process would wait for ranks that never start.
 void check_slurm_layout(JobEnv& env, const SlurmStep& step) {
   if (step.tasks.empty()) return;
-  bool step_nodes = step.nodes_var && std::string(step.nodes_var) == "SLURM_STEP_NODELIST";
-  if (step_nodes) {
+  if (step.step_nodes) {
     CHORUS_CHECK_ARG(step.tasks.size() == step.nodes.size(), step.tasks_var, " gives ",
                      step.tasks.size(), " node(s) but SLURM_STEP_NODELIST names ",
                      step.nodes.size());
   }
   long total = 0;
   for (int t : step.tasks) total += t;
+  const std::string given = *env_string(step.tasks_var);
   CHORUS_CHECK_ARG(total >= env.size, "the Slurm step has ", total, " task slot(s) (",
-                   step.tasks_var, "=", *env_string(step.tasks_var),
-                   ") but SLURM_NTASKS=", env.size, ": start it with srun -n ", env.size,
-                   " inside an allocation of at "
-                   "least ",
+                   step.tasks_var, "=", given, ") but SLURM_NTASKS=", env.size,
+                   ": start it with srun -n ", env.size, " inside an allocation of at least ",
                    env.size, " tasks");
   if (env.cross_rank >= 0 && env.cross_rank < static_cast<int>(step.tasks.size())) {
     env.local_size = step.tasks[env.cross_rank];
@@ -228,10 +229,8 @@ std::string slurm_store_host(const JobEnv& env, const SlurmStep& step) {
       first, std::string("Slurm node (rank 0's, the first in ") + step.nodes_var + ")");
   CHORUS_CHECK_ARG(!slurm::is_loopback_address(address), "Slurm node ", first,
                    " (rank 0's) resolves to ", address, ", a loopback address, but the step spans ",
-                   env.cross_size,
-                   " nodes: fix the name's entry in /etc/hosts, or set MASTER_ADDR "
-                   "to an address of ",
-                   first, " that every node reaches");
+                   env.cross_size, " nodes: fix the name's entry in /etc/hosts, or set ",
+                   "MASTER_ADDR to an address of ", first, " that every node reaches");
   return address;
 }
 
@@ -249,9 +248,8 @@ JobEnv read_slurm() {
   env.local_rank = optional_int("SLURM_LOCALID", 0, -1);
   env.cross_rank = optional_int("SLURM_NODEID", 0, -1);
   SlurmStep step = read_slurm_step(step_var);
-  bool step_nodes = step.nodes_var && std::string(step.nodes_var) == "SLURM_STEP_NODELIST";
   env.cross_size =
-      step_nodes ? static_cast<int>(step.nodes.size()) : optional_int("SLURM_NNODES", 1, -1);
+      step.step_nodes ? static_cast<int>(step.nodes.size()) : optional_int("SLURM_NNODES", 1, -1);
   check_slurm_layout(env, step);
   env.job_id = "slurm-" + step.id;
   if (env_string("CHORUS_STORE_ADDR") || env.size == 1) {
