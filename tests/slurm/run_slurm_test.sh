@@ -8,7 +8,7 @@
 #   2. two nodes, node1 and node2, each a slurmd in its own network and UTS namespace on a
 #      bridge: `srun -N 2 -n 4` trains with 4 workers on 2 hosts (cross_size 2) over TCP
 #      between the namespaces (bytes counted on the veth links); the same step without a
-#      secret fails at once saying what to export.
+#      secret fails at once saying what to export; the sbatch template trains on both nodes.
 # Everything started is stopped and removed on exit, also on failure.
 #
 # usage: run_slurm_test.sh --fashion-mnist PATH --chorusrun PATH --sbatch-template PATH
@@ -291,4 +291,13 @@ check_trained "$WORK/srun2.out" 4 2 "srun -N 2 -n 4 (node1, node2 in namespaces)
 moved=$(($(veth_bytes) - before))
 [ "$moved" -gt 10000000 ] || fail "only $moved bytes crossed node1's link: not trained over TCP"
 log "node1's link carried $((moved / 1000000)) MB during the step"
+
+# The template across both nodes: its secret file, in the "home" both nodes see, reaches the
+# tasks through srun's environment.
+HOME="$WORK/home" timeout 150 sbatch --wait -p pair -N 2 --ntasks-per-node=2 \
+  -o "$WORK/sbatch2.out" "$TEMPLATE" "$FASHION_MNIST" "${TRAIN_ARGS[@]}" \
+  >"$WORK/sbatch2.submit" 2>&1 ||
+  fail "sbatch --wait -N 2 of $TEMPLATE exited $?: $(cat "$WORK/sbatch2.submit")"
+check_trained "$WORK/sbatch2.out" 4 2 "sbatch -N 2 $(basename "$TEMPLATE")"
+[ -z "$(ls -A "$WORK/home/.chorus")" ] || fail "the template left its secret file behind"
 log "PASSED"
