@@ -42,12 +42,16 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name);
 const char* allreduce_algorithm_name(AllreduceAlgorithm algo);
 
 struct CommunicatorOptions {
-  std::string transport = "auto";  // auto | tcp | shm  (CHORUS_TRANSPORT)
-  std::string bind_address;        // CHORUS_BIND_ADDRESS; empty: see MeshOptions
-  std::string host_id;             // CHORUS_HOST_ID; empty: detected
-  std::string store_host;          // the store's host: the default bind address is the
-                                   // interface that reaches it (Job sets it)
-  size_t shm_ring_bytes = 0;       // CHORUS_SHM_RING_BYTES, per direction; 0: by ranks per host
+  // CHORUS_TRANSPORT: auto | tcp | shm, chorus's own links (auto: shared memory within a
+  // host, TCP across), or mpi: every collective runs through MPI on a communicator of its
+  // own (a job started by mpirun; docs/launcher.md, "The MPI data path"). Job picks mpi
+  // for auto when mpirun started the job across hosts.
+  std::string transport = "auto";
+  std::string bind_address;   // CHORUS_BIND_ADDRESS; empty: see MeshOptions
+  std::string host_id;        // CHORUS_HOST_ID; empty: detected
+  std::string store_host;     // the store's host: the default bind address is the
+                              // interface that reaches it (Job sets it)
+  size_t shm_ring_bytes = 0;  // CHORUS_SHM_RING_BYTES, per direction; 0: by ranks per host
   // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
   // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
   std::string tcp_congestion = "auto";

@@ -47,9 +47,9 @@ void check_buffer(const void* p, size_t count, const char* op, const char* name)
 
 // Packs the parts into the staging buffer, runs `body` on it, and unpacks the result.
 template <typename Body>
-void staged(comm::Context& ctx, const std::vector<BufferPart>& parts, size_t total, size_t es,
+void staged(comm::Workspace& ws, const std::vector<BufferPart>& parts, size_t total, size_t es,
             Body&& body) {
-  char* buffer = ctx.ws.staging.get(total * es);
+  char* buffer = ws.staging.get(total * es);
   size_t at = 0;
   for (const BufferPart& part : parts) {
     if (part.count > 0) std::memcpy(buffer + at, part.send, part.count * es);
@@ -88,7 +88,7 @@ void Communicator::Impl::check_usable(const char* op) const {
 }
 
 bool Communicator::Impl::peers_readable(comm::Context& ctx) {
-  if (mesh->size() == 1 || mesh->topology().local_size != mesh->size()) return false;
+  if (mpi || mesh->size() == 1 || mesh->topology().local_size != mesh->size()) return false;
   if (single_copy_agreed < 0) single_copy_agreed = comm::agree_single_copy(ctx) ? 1 : 0;
   return single_copy_agreed == 1;
 }
@@ -156,7 +156,7 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
 
 void Communicator::Impl::fail() noexcept {
   broken.store(true);
-  mesh->abort();
+  if (mesh) mesh->abort();  // MPI's operations cannot be aborted: mpirun ends the job
 }
 
 template <typename Body>
@@ -174,6 +174,23 @@ void Communicator::Impl::run(const OpInfo& info, Body&& body) {
   }
 }
 
+template <typename Body>
+void Communicator::Impl::run_mpi(OpInfo info, Body&& body) {
+  info.algorithm = last_plan = "mpi";
+  if (options.log_plans) {
+    log_line(LogLevel::kInfo, "comm", "rank " + std::to_string(info.rank) + ": " + info.text());
+  }
+  try {
+    body(comm::MpiWait{Deadline::after(options.timeout), [&info] { return info.text(); }});
+  } catch (const IoError&) {
+    broken.store(true);
+    throw;
+  } catch (const TimeoutError&) {
+    broken.store(true);
+    throw;
+  }
+}
+
 namespace comm {
 std::unique_ptr<Communicator> make_communicator(std::unique_ptr<transport::Mesh> mesh,
                                                 const CommunicatorOptions& options) {
@@ -185,12 +202,12 @@ std::unique_ptr<Communicator> make_communicator(std::unique_ptr<transport::Mesh>
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
-int Communicator::rank() const { return impl_->mesh->topology().rank; }
-int Communicator::size() const { return impl_->mesh->topology().size; }
-int Communicator::local_rank() const { return impl_->mesh->topology().local_rank; }
-int Communicator::local_size() const { return impl_->mesh->topology().local_size; }
-int Communicator::cross_rank() const { return impl_->mesh->topology().cross_rank; }
-int Communicator::cross_size() const { return impl_->mesh->topology().cross_size; }
+int Communicator::rank() const { return impl_->topology().rank; }
+int Communicator::size() const { return impl_->topology().size; }
+int Communicator::local_rank() const { return impl_->topology().local_rank; }
+int Communicator::local_size() const { return impl_->topology().local_size; }
+int Communicator::cross_rank() const { return impl_->topology().cross_rank; }
+int Communicator::cross_size() const { return impl_->topology().cross_size; }
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }
 bool Communicator::broken() const { return impl_->broken.load(); }
 bool Communicator::single_copy() const { return impl_->single_copy_agreed == 1; }
@@ -198,7 +215,7 @@ const char* Communicator::last_plan() const { return impl_->last_plan; }
 
 bool Communicator::allreduce_reads_parts_in_place() {
   impl_->check_usable("allreduce");
-  if (size() == 1) return false;
+  if (size() == 1 || impl_->mpi) return false;
   comm::AllreducePlan plan;
   impl_->run(OpInfo{"allreduce planning", 0, DataType::kUInt8, rank(), size()},
              [&](comm::Context& ctx) {
@@ -231,6 +248,11 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   }
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      impl_->mpi->allreduce(send, recv, count, type, op, wait);
+    });
+  }
   impl_->run(info, [&](comm::Context& ctx) {
     auto facts = impl_->allreduce_facts(ctx, count * es, false, send, recv, count, type, op);
     impl_->run_allreduce(ctx, impl_->plan(ctx, info, facts), send, recv, count, type, op);
@@ -259,13 +281,22 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
   }
   OpInfo info{"allreduce", total, type, rank(), size()};
   info.reduce = reduce_op_name(op);
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      if (parts.size() == 1) {
+        return impl_->mpi->allreduce(parts[0].send, parts[0].recv, total, type, op, wait);
+      }
+      staged(impl_->workspace, parts, total, es,
+             [&](char* buffer) { impl_->mpi->allreduce(buffer, buffer, total, type, op, wait); });
+    });
+  }
   impl_->run(info, [&](comm::Context& ctx) {
     auto facts = impl_->allreduce_facts(ctx, total * es, true, nullptr, nullptr, total, type, op);
     comm::AllreducePlan plan = impl_->plan(ctx, info, facts);
     if (plan.path == comm::AllreducePath::kRingSingleCopy) {
       return comm::allreduce_ring_parts(ctx, parts, total, type, op);
     }
-    staged(ctx, parts, total, es,
+    staged(ctx.ws, parts, total, es,
            [&](char* buffer) { impl_->run_allreduce(ctx, plan, buffer, buffer, total, type, op); });
   });
 }
@@ -279,6 +310,11 @@ void Communicator::allgatherv(const void* send, void* recv, const std::vector<si
   impl_->check_usable("allgatherv");
   if (total == 0) return;
   OpInfo info{"allgatherv", total, type, rank(), size()};
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      impl_->mpi->allgatherv(send, recv, counts, type, wait);
+    });
+  }
   impl_->run(info, [&](comm::Context& ctx) {
     if (size() == 1) {
       if (send != recv) std::memmove(recv, send, total * dtype_size(type));
@@ -304,6 +340,11 @@ void Communicator::broadcast(void* buffer, size_t count, DataType type, int root
   if (count == 0 || size() == 1) return;
   OpInfo info{"broadcast", count, type, rank(), size()};
   info.root = root;
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      impl_->mpi->broadcast(buffer, count, type, root, wait);
+    });
+  }
   impl_->run(info, [&](comm::Context& ctx) { comm::broadcast(ctx, buffer, count * es, root); });
 }
 
@@ -319,6 +360,11 @@ void Communicator::reduce_scatter(const void* send, void* recv,
   if (total == 0) return;
   OpInfo info{"reduce_scatter", total, type, rank(), size()};
   info.reduce = reduce_op_name(op);
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      impl_->mpi->reduce_scatter(send, recv, recv_counts, type, op, wait);
+    });
+  }
   impl_->run(info, [&](comm::Context& ctx) {
     if (size() == 1) {
       if (send != recv) std::memcpy(recv, send, total * dtype_size(type));
@@ -333,6 +379,16 @@ SharedBuffer Communicator::alloc_shared(size_t bytes) {
   CHORUS_CHECK_ARG(bytes > 0 && bytes <= transport::shm::kMaxRegionBytes, "alloc_shared: ", bytes,
                    " bytes (must be 1 .. ", transport::shm::kMaxRegionBytes, ")");
   impl_->check_usable("alloc_shared");
+  if (impl_->mpi) {  // no memory is shared; the sizes are still compared, as promised
+    std::vector<int64_t> asked(size());
+    auto mine = static_cast<int64_t>(bytes);
+    allgather(&mine, asked.data(), 1, DataType::kInt64);
+    for (int r = 0; r < size(); ++r) {
+      CHORUS_CHECK_ARG(asked[r] == mine, "alloc_shared: rank ", r, " asked for ", asked[r],
+                       " bytes, rank ", rank(), " for ", bytes);
+    }
+    return SharedBuffer(comm::SharedMemory::private_allocation(rank(), size(), bytes));
+  }
   std::shared_ptr<comm::SharedAllocation> allocation;
   impl_->run(OpInfo{"alloc_shared", bytes, DataType::kUInt8, rank(), size()},
              [&](comm::Context& ctx) {
@@ -354,7 +410,13 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
   check_buffer(recv, recv_total, "alltoallv", "recv");
   impl_->check_usable("alltoallv");
   if (send_total == 0 && recv_total == 0) return;
-  impl_->run(OpInfo{"alltoallv", send_total, type, rank(), size()}, [&](comm::Context& ctx) {
+  OpInfo info{"alltoallv", send_total, type, rank(), size()};
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
+      impl_->mpi->alltoallv(send, send_counts, recv, recv_counts, type, wait);
+    });
+  }
+  impl_->run(info, [&](comm::Context& ctx) {
     comm::alltoallv_pairwise(ctx, send, send_counts, recv, recv_counts, type);
   });
 }
@@ -367,8 +429,11 @@ void Communicator::alltoall(const void* send, void* recv, size_t count_per_rank,
 void Communicator::barrier() {
   impl_->check_usable("barrier");
   if (size() == 1) return;
-  impl_->run(OpInfo{"barrier", 0, DataType::kUInt8, rank(), size()},
-             [&](comm::Context& ctx) { comm::barrier_dissemination(ctx); });
+  OpInfo info{"barrier", 0, DataType::kUInt8, rank(), size()};
+  if (impl_->mpi) {
+    return impl_->run_mpi(info, [&](const comm::MpiWait& wait) { impl_->mpi->barrier(wait); });
+  }
+  impl_->run(info, [&](comm::Context& ctx) { comm::barrier_dissemination(ctx); });
 }
 
 }  // namespace chorus

@@ -2,14 +2,20 @@
 // collectives so that tests over a hand-made mesh do not need the mesh's rendezvous.
 #include "chorus/error.h"
 #include "comm/communicator_impl.h"
+#include "transport/topology.h"
 #include "util/env.h"
 
 namespace chorus {
 
 CommunicatorOptions CommunicatorOptions::from_env() {
   CommunicatorOptions o;
+  if (auto v = env_string("CHORUS_TRANSPORT")) {
+    CHORUS_CHECK_ARG(*v == "auto" || *v == "tcp" || *v == "shm" || *v == "mpi",
+                     "unknown transport '", *v,
+                     "' in CHORUS_TRANSPORT (expected auto, tcp, shm or mpi)");
+    o.transport = *v;
+  }
   transport::MeshOptions mesh = transport::MeshOptions::from_env();
-  if (auto v = env_string("CHORUS_TRANSPORT")) o.transport = *v;
   o.bind_address = mesh.bind_address;
   o.host_id = mesh.host_id;
   o.store_host = mesh.store_host;
@@ -35,12 +41,33 @@ CommunicatorOptions CommunicatorOptions::from_env() {
   return o;
 }
 
+namespace {
+
+std::string host_id_of(const CommunicatorOptions& options) {
+  return options.host_id.empty() ? transport::default_host_id() : options.host_id;
+}
+
+// A communicator whose collectives run through MPI (CHORUS_TRANSPORT=mpi).
+std::unique_ptr<Communicator> wrap_mpi(std::unique_ptr<comm::MpiComm> mpi,
+                                       const CommunicatorOptions& options) {
+  return Communicator::Impl::wrap(std::make_unique<Communicator::Impl>(std::move(mpi), options));
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> Communicator::create(Store& store, int rank, int size,
                                                    const CommunicatorOptions& options) {
   CHORUS_CHECK_ARG(size >= 1, "Communicator::create: size ", size, " < 1");
   CHORUS_CHECK_ARG(rank >= 0 && rank < size, "Communicator::create: rank ", rank,
                    " out of range [0, ", size, ")");
   CHORUS_CHECK_ARG(options.timeout.count() > 0, "Communicator::create: timeout must be > 0");
+  if (options.transport == "mpi") {
+    comm::MpiWait wait{Deadline::after(options.timeout),
+                       [] { return std::string("creating the MPI communicator"); }};
+    auto comm = wrap_mpi(comm::MpiComm::world(rank, size, host_id_of(options), wait), options);
+    comm->impl_->store = &store;
+    return comm;
+  }
   transport::MeshOptions mesh_options;
   mesh_options.kind = transport::parse_transport_kind(options.transport);
   mesh_options.bind_address = options.bind_address;
@@ -70,6 +97,14 @@ std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks,
     if (ranks[i] == rank()) me = static_cast<int>(i);
   }
   CHORUS_CHECK_ARG(me >= 0, "Communicator::split: rank ", rank(), " is not among the ranks");
+  if (impl_->mpi) {
+    comm::MpiWait wait{Deadline::after(impl_->options.timeout),
+                       [&] { return "splitting the MPI communicator (scope " + scope + ")"; }};
+    auto child =
+        wrap_mpi(impl_->mpi->split(ranks, host_id_of(impl_->options), wait), impl_->options);
+    child->impl_->store = impl_->store;  // unused by MPI, but split()'s contract asks for it
+    return child;
+  }
   auto store = std::make_unique<PrefixStore>("split/" + scope + "/", *impl_->store);
   auto child = create(*store, me, static_cast<int>(ranks.size()), impl_->options);
   child->impl_->owned_store = std::move(store);

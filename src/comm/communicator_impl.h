@@ -11,6 +11,7 @@
 #include "chorus/communicator.h"
 #include "comm/allreduce_plan.h"
 #include "comm/context.h"
+#include "comm/mpi_comm.h"
 #include "comm/shared_memory.h"
 #include "transport/mesh.h"
 
@@ -33,12 +34,25 @@ struct OpInfo {
 struct Communicator::Impl {
   Impl(std::unique_ptr<transport::Mesh> m, CommunicatorOptions o)
       : mesh(std::move(m)), options(std::move(o)) {}
+  Impl(std::unique_ptr<comm::MpiComm> m, CommunicatorOptions o)
+      : options(std::move(o)), mpi(std::move(m)) {}
+  // A broken MPI communicator may have operations MPI never completes: its MPI state is
+  // left alone (leaked) rather than freed under them.
+  ~Impl() {
+    if (broken && mpi) (void)mpi.release();
+  }
+
+  const transport::Topology& topology() const { return mpi ? mpi->topology() : mesh->topology(); }
 
   // Runs one collective: refuses on a broken communicator, gives `body` a Context whose
   // Progress has the call's deadline, and on IoError/TimeoutError breaks the communicator
   // (aborting the links so the other ranks fail fast) before rethrowing.
   template <typename Body>
   void run(const OpInfo& info, Body&& body);
+  // The same for a collective through MPI (CHORUS_TRANSPORT=mpi): `body` gets the call's
+  // deadline and name.
+  template <typename Body>
+  void run_mpi(OpInfo info, Body&& body);
   void check_usable(const char* op) const;
   // Whether every rank is on this host and may read (and open) its peers' memory: agreed
   // by every rank together at the first call (comm::agree_single_copy), then cached.
@@ -63,8 +77,9 @@ struct Communicator::Impl {
     return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
   }
 
-  std::unique_ptr<transport::Mesh> mesh;
+  std::unique_ptr<transport::Mesh> mesh;  // null when collectives run through MPI
   CommunicatorOptions options;
+  std::unique_ptr<comm::MpiComm> mpi;  // CHORUS_TRANSPORT=mpi: the collectives' path
   // The store create() connected through (nullptr for hand-made meshes), for split(); a
   // split communicator owns the prefixed view of its parent's store it was created with.
   Store* store = nullptr;

@@ -11,6 +11,7 @@
 
 #include "chorus/error.h"
 #include "comm/mpi_bootstrap.h"
+#include "comm/mpi_comm.h"
 #include "rendezvous/job_env.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -93,6 +94,16 @@ void forget_shared_secret(const JobEnv& env, const CommunicatorOptions& options)
 }
 
 
+// CHORUS_TRANSPORT=auto in a job mpirun started across hosts: the collectives run through
+// MPI, which a cluster's OpenMPI carries over its fastest network (docs/launcher.md, "The
+// MPI data path"). CHORUS_TRANSPORT=tcp keeps chorus's own links.
+std::string chosen_transport(const JobEnv& env, const std::string& transport) {
+  bool across_hosts = env.local_size > 0 && env.local_size < env.size;
+  bool mpirun = env.source == "openmpi";
+  return transport == "auto" && mpirun && across_hosts && comm::MpiComm::available() ? "mpi"
+                                                                                     : transport;
+}
+
 }  // namespace
 
 std::unique_ptr<Job> Job::from_env() { return from_env(CommunicatorOptions::from_env()); }
@@ -112,6 +123,7 @@ std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
     opts.secret = job_secret(env, options);
   }
   if (opts.store_host.empty() && env.store) opts.store_host = env.store->host;
+  opts.transport = chosen_transport(env, opts.transport);
 
   net::Endpoint store_at = env.store.value_or(net::Endpoint{"127.0.0.1", 0});
   bool host_here = env.rank == 0 && !impl->server && (env.rank0_hosts_store || !env.store);

@@ -1,7 +1,7 @@
 // A bare `mpirun -np N ./train` (no store address in the environment): chorus meets its
 // ranks through MPI once. Rank 0 hosts the rendezvous store and offers where it is and the
-// job's secret; every rank answers which of the offered addresses it reached; then MPI is
-// finalized again (the data path stays chorus's own). docs/launcher.md, "Bare mpirun".
+// job's secret; every rank answers which of the offered addresses it reached. The data
+// path stays chorus's own unless CHORUS_TRANSPORT=mpi. docs/launcher.md, "Bare mpirun".
 #pragma once
 
 #include <functional>
@@ -18,9 +18,9 @@ namespace chorus::mpi {
 // Whether this chorus was built with MPI (libopenmpi-dev present at configure time).
 bool available();
 
-// One short MPI session over a duplicate of MPI_COMM_WORLD: MPI_Init_thread (unless the
-// program initialised MPI itself, which is then left initialised), a broadcast of rank 0's
-// `offer`, each rank's `answer(offer)`, a gather of the answers to rank 0, MPI_Finalize.
+// Over a duplicate of MPI_COMM_WORLD, on the MPI thread (mpi_service.h, which initialises
+// MPI and keeps it until exit): a broadcast of rank 0's `offer`, each rank's
+// `answer(offer)` (on the calling thread), a gather of the answers to rank 0.
 // Rank 0 gets every rank's answer (its own first); the others get an empty vector.
 // `answer` should not throw (a throw counts as -1: every rank must reach the gather).
 // IoError when MPI fails, InvalidArgument when built without MPI.

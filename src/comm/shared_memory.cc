@@ -69,6 +69,15 @@ std::string describe_call(const SharedMemory::Call& c) {
 
 }  // namespace
 
+std::shared_ptr<SharedAllocation> SharedMemory::private_allocation(int rank, int size,
+                                                                   size_t bytes) {
+  auto a = std::make_shared<SharedAllocation>();
+  a->rank = rank;
+  a->regions.resize(size);
+  a->regions[rank] = Region::create(bytes);
+  return a;
+}
+
 std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t bytes,
                                                          bool may_share) {
   auto a = std::make_shared<SharedAllocation>();

@@ -44,6 +44,8 @@ class SharedMemory {
   // on every rank), mapped by every rank when `may_share` (the same on every rank) and every
   // rank could open every other's; otherwise this rank's own memory (id 0).
   std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share);
+  // This rank's own memory of `bytes` (id 0), not collective: alloc_shared over MPI.
+  static std::shared_ptr<SharedAllocation> private_allocation(int rank, int size, size_t bytes);
 
   // Whether a shared allocation exists (on every rank alike): then allreduces may take the
   // handshake (the plan decides, allreduce_plan.h).

@@ -175,7 +175,10 @@ net::SocketTuning peer_socket_tuning(const std::string& tcp_congestion, int buff
 
 MeshOptions MeshOptions::from_env() {
   MeshOptions o;
-  if (auto kind = env_string("CHORUS_TRANSPORT")) o.kind = parse_transport_kind(*kind);
+  // "mpi" makes no mesh: the communicator runs its collectives through MPI instead.
+  if (auto kind = env_string("CHORUS_TRANSPORT"); kind && *kind != "mpi") {
+    o.kind = parse_transport_kind(*kind);
+  }
   if (auto bind = env_string("CHORUS_BIND_ADDRESS")) o.bind_address = *bind;
   if (auto host = env_string("CHORUS_HOST_ID")) o.host_id = *host;
   o.timeout = default_timeout();
