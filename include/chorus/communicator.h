@@ -70,6 +70,12 @@ struct CommunicatorOptions {
   // runs, and the rule that chose it) at info level. For finding out, not for production.
   bool log_plans = false;
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;  // CHORUS_ALLREDUCE_ALGO
+  // CHORUS_HIERARCHICAL_ALLREDUCE (auto | 1 | 0): where ranks sit on several hosts with as
+  // many on each, allreduces reduce within each host, then across hosts (each local rank
+  // its slice), then share within each host (docs/algorithms.md). -1 (auto): from 1 MiB
+  // unless CHORUS_ALLREDUCE_ALGO names another algorithm; 1: always; 0: never. Must be the
+  // same on every rank.
+  int hierarchical_allreduce = -1;
   Secret secret;  // authenticates peer connections; from_env() reads CHORUS_SECRET[_FILE]
 
   // Defaults overridden by the CHORUS_ variables named above.

@@ -28,6 +28,15 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                   DataType type, ReduceOp op);
 
+// Whether there are several hosts with the same number (> 1) of ranks each: where the
+// hierarchical allreduce applies.
+bool hosts_are_uniform(const transport::Topology& t);
+// Reduce-scatter within each host, allreduce of each local rank's slice across hosts,
+// allgather within each host (hierarchical.cc). `t` is ctx.mesh's topology. REQUIRES:
+// hosts_are_uniform(t), ctx not narrowed.
+void allreduce_hierarchical(Context& ctx, const transport::Topology& t, const void* send,
+                            void* recv, size_t count, DataType type, ReduceOp op);
+
 // Broadcasts up to this size use the binomial tree, larger ones the pipelined chain.
 inline constexpr size_t kBroadcastTreeMaxBytes = size_t{64} << 10;
 

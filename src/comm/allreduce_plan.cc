@@ -55,6 +55,8 @@ const char* allreduce_path_name(AllreducePath path) {
       return "halving-doubling";
     case AllreducePath::kRecursiveDoubling:
       return "recursive doubling";
+    case AllreducePath::kHierarchical:
+      return "hierarchical";
   }
   return "unknown";
 }
@@ -65,6 +67,14 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
   if (!f.parts && f.has_shared && f.bytes >= kSharedMinBytes && f.shared_buffers &&
       f.shared_buffers()) {
     return {AllreducePath::kSharedMemory, "every rank's buffers are in alloc_shared memory"};
+  }
+  if (f.uniform_hosts && o.hierarchical_allreduce == 1) {
+    return {AllreducePath::kHierarchical, "CHORUS_HIERARCHICAL_ALLREDUCE=1"};
+  }
+  if (f.uniform_hosts && o.hierarchical_allreduce < 0 &&
+      o.allreduce_algorithm == AllreduceAlgorithm::kAuto && f.bytes >= kHierarchicalMinBytes) {
+    return {AllreducePath::kHierarchical,
+            "several hosts with as many ranks each, from 1 MiB: one stream per local rank"};
   }
   if (ring_family(o.allreduce_algorithm)) {
     if (streams(f, o)) {

@@ -24,10 +24,11 @@ enum class AllreducePath : uint8_t {
   kRing,               // the byte-stream ring (parts: staged through one buffer)
   kHalvingDoubling,    // Rabenseifner (parts: staged)
   kRecursiveDoubling,  // lg p exchanges of the whole buffer (parts: staged)
+  kHierarchical,       // within hosts, then across, then within (parts: staged)
 };
 
 // "local", "shared memory", "ring (streaming)", "ring (single-copy)", "ring",
-// "halving-doubling", "recursive doubling".
+// "halving-doubling", "recursive doubling", "hierarchical".
 const char* allreduce_path_name(AllreducePath path);
 
 struct AllreducePlan {
@@ -43,6 +44,8 @@ struct AllreduceFacts {
   bool one_host = false;    // every rank on this host
   bool shm_links = false;   // ... and linked through shared memory (not CHORUS_TRANSPORT=tcp)
   bool has_shared = false;  // some alloc_shared memory is shared (every rank alike)
+  // Several hosts with the same number (> 1) of ranks each: the hierarchical allreduce applies.
+  bool uniform_hosts = false;
   // Collective, asked only when needed: every rank may read every peer's memory.
   std::function<bool()> peers_readable;
   // Collective, asked only when needed: every rank's send and recv lie in alloc_shared
@@ -59,6 +62,9 @@ inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
 // kAuto's crossovers (bytes per rank's buffer), measured on loopback TCP: docs/algorithms.md.
 inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
 inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
+// Where hosts are uniform, CHORUS_HIERARCHICAL_ALLREDUCE=auto runs the hierarchical
+// allreduce from this size (measured in network namespaces: docs/benchmarks.md).
+inline constexpr size_t kHierarchicalMinBytes = size_t{1} << 20;
 
 AllreducePlan plan_allreduce(const AllreduceFacts& facts, const CommunicatorOptions& options);
 

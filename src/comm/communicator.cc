@@ -104,6 +104,7 @@ comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, siz
   f.one_host = t.local_size == t.size;
   f.shm_links = f.one_host && options.transport != "tcp";
   f.has_shared = shared.active();
+  f.uniform_hosts = comm::hosts_are_uniform(t);
   f.peers_readable = [this, &ctx] { return peers_readable(ctx); };
   f.shared_buffers = [=, &ctx] { return shared.handshake(ctx, send, recv, count, type, op); };
   return f;
@@ -151,6 +152,8 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
       return comm::allreduce_halving_doubling(ctx, send, recv, count, type, op);
     case AllreducePath::kRecursiveDoubling:
       return comm::allreduce_recursive_doubling(ctx, send, recv, count, type, op);
+    case AllreducePath::kHierarchical:
+      return comm::allreduce_hierarchical(ctx, mesh->topology(), send, recv, count, type, op);
   }
 }
 

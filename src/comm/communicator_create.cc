@@ -34,6 +34,11 @@ CommunicatorOptions CommunicatorOptions::from_env() {
     CHORUS_CHECK_ARG(*v == 0 || *v == 1, "CHORUS_LOG_PLANS must be 0 or 1, not ", *v);
     o.log_plans = *v == 1;
   }
+  if (auto v = env_string("CHORUS_HIERARCHICAL_ALLREDUCE")) {
+    CHORUS_CHECK_ARG(*v == "auto" || *v == "0" || *v == "1",
+                     "CHORUS_HIERARCHICAL_ALLREDUCE must be auto, 0 or 1, not '", *v, "'");
+    o.hierarchical_allreduce = *v == "auto" ? -1 : std::stoi(*v);
+  }
   if (auto v = env_string("CHORUS_ALLREDUCE_ALGO")) {
     o.allreduce_algorithm = parse_allreduce_algorithm(*v);
   }

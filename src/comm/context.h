@@ -46,10 +46,20 @@ struct Context {
   transport::Mesh& mesh;
   transport::Progress& progress;
   Workspace& ws;
+  // When set, the algorithm runs among these ranks of the mesh only, as if they were the
+  // whole group: its rank i is the mesh's group[i] (the same list on every member, this
+  // rank at group_rank). The hierarchical allreduce runs its steps so.
+  const std::vector<int>* group = nullptr;
+  int group_rank = 0;
 
-  int rank() const { return mesh.rank(); }
-  int size() const { return mesh.size(); }
-  transport::Link& link(int peer) { return mesh.link(peer); }
+  int rank() const { return group ? group_rank : mesh.rank(); }
+  int size() const { return group ? static_cast<int>(group->size()) : mesh.size(); }
+  transport::Link& link(int peer) { return mesh.link(group ? (*group)[peer] : peer); }
+  // This context narrowed to `ranks` of the mesh (REQUIRES: not narrowed already, this
+  // rank among them at `me`).
+  Context among(const std::vector<int>& ranks, int me) {
+    return Context{mesh, progress, ws, &ranks, me};
+  }
 };
 
 // Part i of `count` elements split into `parts` nearly equal parts (the first count % parts

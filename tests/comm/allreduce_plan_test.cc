@@ -85,6 +85,30 @@ TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {
   EXPECT_EQ(asked.readable, 0);
 }
 
+TEST(AllreducePlan, HierarchicalFrom1MiBOnUniformHostsUnlessAnotherIsAsked) {
+  CommunicatorOptions o;
+  Asked asked;
+  auto f = facts(kHierarchicalMinBytes, 4, asked);
+  f.one_host = f.shm_links = false;
+  f.uniform_hosts = true;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHierarchical);
+  f.bytes = kHierarchicalMinBytes - 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  o.hierarchical_allreduce = 1;  // always, whatever the size
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHierarchical);
+  f.bytes = 64 << 20;
+  o.hierarchical_allreduce = 0;  // never
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  o.hierarchical_allreduce = -1;
+  o.allreduce_algorithm = AllreduceAlgorithm::kRing;  // a named algorithm is the flat one
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  o.allreduce_algorithm = AllreduceAlgorithm::kAuto;
+  f.uniform_hosts = false;  // uneven hosts: flat
+  o.hierarchical_allreduce = 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  EXPECT_EQ(asked.readable, 0);
+}
+
 TEST(AllreducePlan, AChosenAlgorithmWinsOverSizeButNotOverSharedMemory) {
   CommunicatorOptions o;
   Asked asked;
