@@ -216,5 +216,22 @@ TEST(Chorusrun, HostfileListsHostsAndSlots) {
   EXPECT_EQ(env_of(r, 1)["CHORUS_LOCAL_SIZE"], "2");
 }
 
+TEST(Chorusrun, AMalformedHostfileExitsWithCode2NamingTheLine) {
+  TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"localhost slots=2\nnode1 cpus=4\n", "hosts:2: expected 'host', 'host:N' or 'host slots=N'"},
+      {"localhost slots=two\n", "slots must be a positive integer"},
+      {"localhost slots=0\n", "slots must be a positive integer"},
+      {"# nothing but comments\n\n", "lists no hosts"},
+      {"bad host:1\n", "expected 'host', 'host:N' or 'host slots=N'"},
+  };
+  for (const auto& [text, needle] : cases) {
+    std::ofstream(dir.path() + "/hosts") << text;
+    RunResult r = run({"-np", "1", "--hostfile", dir.path() + "/hosts", kWorker, "env"});
+    EXPECT_EQ(r.exit_code, 2) << text << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << text << "\n" << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace chorus::test
