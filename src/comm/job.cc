@@ -93,7 +93,6 @@ void forget_shared_secret(const JobEnv& env, const CommunicatorOptions& options)
   ::unlink(shared_secret_path(env).c_str());
 }
 
-
 // CHORUS_TRANSPORT=auto in a job mpirun started across hosts: the collectives run through
 // MPI, which a cluster's OpenMPI carries over its fastest network (docs/launcher.md, "The
 // MPI data path"). CHORUS_TRANSPORT=tcp keeps chorus's own links.
