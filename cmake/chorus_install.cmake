@@ -79,7 +79,7 @@ install(FILES ${PROJECT_BINARY_DIR}/chorus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
         COMPONENT dev)
 
 # Programs.
-foreach(program chorusrun chorus-bench chorus-plan)
+foreach(program chorusrun chorus-board chorus-bench chorus-plan)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
   endif()
