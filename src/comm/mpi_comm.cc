@@ -175,11 +175,13 @@ void run_one(const std::function<int(MPI_Request*)>& start, const char* name, co
 
 bool MpiComm::available() { return true; }
 
-MpiComm::MpiComm(std::unique_ptr<State> state) : state_(std::move(state)) {}
+MpiComm::MpiComm(std::unique_ptr<State> state) : state_(std::move(state)) {
+  mpi::Service::get().hold();
+}
 
 MpiComm::~MpiComm() {
-  if (!state_ || state_->comm == MPI_COMM_NULL) return;
   mpi::Service& service = mpi::Service::get();
+  service.release();
   if (!service.running()) return;  // MPI is finalized (or about to be) at exit
   MPI_Comm comm = state_->comm;
   try {  // MPI_Comm_free is local: it returns at once, pending operations finish first

@@ -59,6 +59,8 @@ struct Service::Impl {
   std::deque<std::shared_ptr<Task>> queue;
   bool stopping = false;
   int abandoned = 0;      // calls whose caller timed out: MPI may be stuck in them
+  int holders = 0;        // Service::hold() - release()
+  bool finalize = false;  // at exit: everything was released, so MPI_Finalize
   bool owns_mpi = false;  // chorus initialised MPI, so it finalizes it
   std::thread thread;
   pid_t owner = 0;  // the process whose exit stops the thread (not a fork of it)
@@ -146,7 +148,7 @@ void Service::Impl::loop() {
   }
   // Finalizing with operations outstanding would block on peers that are gone: a job with
   // a timed-out call ends without it (mpirun then reports the job as failed, as it was).
-  if (owns_mpi && active.empty()) MPI_Finalize();
+  if (owns_mpi && finalize && active.empty()) MPI_Finalize();
 }
 
 void Service::Impl::submit(const std::shared_ptr<Task>& task, Deadline deadline,
@@ -171,20 +173,20 @@ namespace {
 Service* the_service = nullptr;
 Service::Impl* the_impl = nullptr;
 
-// At exit: stop the thread, which finalizes MPI if chorus initialised it. Not in a fork
-// of the process (the thread is not there), and not waiting for a thread that may be stuck
-// in a call whose caller gave up.
+// At exit: stop the thread, which finalizes MPI if chorus initialised it and nothing holds
+// it. Not in a fork of the process (the thread is not there); without waiting when MPI is
+// not finalized (the thread may be stuck in a call whose caller gave up).
 void stop_at_exit() {
   Service::Impl* impl = the_impl;
   if (impl == nullptr || impl->owner != ::getpid()) return;
-  int abandoned = 0;
+  bool clean = false;
   {
     std::lock_guard<std::mutex> lock(impl->mu);
     impl->stopping = true;
-    abandoned = impl->abandoned;
+    clean = impl->finalize = impl->abandoned == 0 && impl->holders == 0;
   }
   impl->wake.notify_one();
-  if (abandoned == 0) impl->thread.join();
+  if (clean) impl->thread.join();  // through MPI_Finalize, which waits for every rank
 }
 
 }  // namespace
@@ -234,6 +236,16 @@ void Service::wait_for(const std::function<std::vector<MPI_Request>()>& start, D
   auto task = std::make_shared<Task>();
   task->start = start;
   impl_->submit(task, deadline, describe);
+}
+
+void Service::hold() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ++impl_->holders;
+}
+
+void Service::release() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  --impl_->holders;
 }
 
 bool Service::running() const {

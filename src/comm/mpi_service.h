@@ -6,7 +6,10 @@
 // different orders on different ranks still progress, never deadlock.
 //
 // MPI stays initialised from the first use until the process exits (MPI cannot be
-// initialised twice); the service finalizes it at exit when it initialised it.
+// initialised twice); the service finalizes it at exit when it initialised it and nothing
+// holds it then: a rank that exits with communicators still open (an unhandled error, no
+// shutdown) leaves without MPI_Finalize, which makes mpirun end the job at once instead
+// of every rank waiting in MPI_Finalize for it.
 #pragma once
 
 #include <mpi.h>
@@ -49,6 +52,10 @@ class Service {
 
   // Whether the thread runs and MPI is usable (false after exit began).
   bool running() const;
+  // Counts the users that need MPI (every MpiComm): MPI is finalized at exit only when
+  // none is left.
+  void hold();
+  void release();
 
   struct Impl;
 

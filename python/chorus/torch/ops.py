@@ -15,6 +15,8 @@ submitted it: MismatchError (ranks disagree), PeerError (a rank is gone),
 CollectiveTimeout (nothing for CHORUS_TIMEOUT_SECONDS).
 """
 
+import atexit
+import sys
 import warnings
 
 import torch
@@ -54,6 +56,30 @@ def init(comm=None, process_sets=None):
             raise ValueError("process_sets must be ProcessSet objects, got %r" % (ps,))
     _ops.init([ps.ranks for ps in process_sets])
     _register_after_init(process_sets)
+    _shutdown_at_exit.register()
+
+
+class _shutdown_at_exit:
+    """As in Horovod, a program need not call shutdown(): at exit every rank does, so that
+    the ranks stop together (and MPI, under the MPI data path, is finalized with nothing in
+    flight). Not after an unhandled exception: that rank ends at once, and its launcher
+    stops the others, instead of waiting in shutdown's barrier for ranks that will not come."""
+    registered = False
+
+    @classmethod
+    def register(cls):
+        if not cls.registered:
+            atexit.register(cls.run)
+            cls.registered = True
+
+    @staticmethod
+    def run():
+        if getattr(sys, "last_value", None) is not None or not _ops.is_initialized():
+            return
+        try:
+            _ops.shutdown()
+        except Exception:  # the job is ending; its errors were reported where they arose
+            pass
 
 
 def shutdown():
