@@ -25,7 +25,7 @@ set(CHORUS_INSTALL_PYTHONDIR lib/python3/dist-packages CACHE STRING
 # Libraries by export set: the libtorch-free ones always, the torch ones when built. Each is
 # exported under its layer's name: chorus_comm -> chorus::comm.
 set(CHORUS_CORE_LIBRARIES chorus_util chorus_rendezvous chorus_transport chorus_comm chorus_engine
-                          chorus_train_io chorus_checkpoint chorus_ps chorus_coordinator)
+                          chorus_report chorus_train_io chorus_checkpoint chorus_ps chorus_coordinator)
 set(CHORUS_TORCH_LIBRARIES chorus_torch chorus_data chorus_train)  # when libtorch was found
 if(NOT CHORUS_WITH_TORCH)
   set(CHORUS_TORCH_LIBRARIES "")

@@ -17,6 +17,7 @@
 
 #include "../common/fashion_mnist.h"
 #include "../common/flags.h"
+#include "chorus/report.h"
 #include "chorus/torch.h"
 
 namespace {
@@ -116,6 +117,20 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  // Under chorusrun --dashboard: this rank's steps, samples and time breakdown, its loss,
+  // and the engine's counters go to the launcher's page (docs/dashboard.md).
+  const bool reporting = chorus::report::enabled();
+  auto engine_watch = reporting ? chorus::report::watch_engine(chorus::default_engine()) : nullptr;
+  uint64_t gradient_bytes = 0, gradient_tensors = 0;
+  for (const auto& p : model->parameters()) {
+    gradient_bytes += p.numel() * p.element_size();
+    ++gradient_tensors;
+  }
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     sampler.set_epoch(epoch);
     const std::vector<int64_t> order = sampler.indices();
@@ -129,19 +144,31 @@ int main(int argc, char** argv) {
         start = std::chrono::steady_clock::now();
         timed_samples = 0;
       }
+      const Clock::time_point t0 = reporting ? Clock::now() : Clock::time_point{};
       auto sel = order_t.slice(0, step * args.batch,
                                std::min<int64_t>((step + 1) * args.batch, order_t.size(0)));
       auto x = train.images.index_select(0, sel);
       auto y = train.labels.index_select(0, sel);
+      const Clock::time_point t1 = reporting ? Clock::now() : t0;
       opt.zero_grad();
       auto logits = model->forward(x);
       auto loss = torch::nn::functional::cross_entropy(logits, y);
       loss.backward();
-      opt.step();
+      const Clock::time_point t2 = reporting ? Clock::now() : t0;
+      opt.step();  // waits for the gradients' allreduces
+      const Clock::time_point t3 = reporting ? Clock::now() : t0;
       const double b = static_cast<double>(sel.size(0));
       loss_sum += loss.item<double>() * b;
       correct += static_cast<double>(logits.argmax(1).eq(y).sum().item<int64_t>());
       seen += b;
+      if (reporting) {
+        const Clock::time_point t4 = Clock::now();
+        chorus::report::step({sel.size(0), since(t1, t2) + since(t3, t4), since(t2, t3),
+                              since(t0, t1), workers > 1 ? gradient_bytes : 0,
+                              workers > 1 ? gradient_tensors : 0});
+        chorus::report::scalar("loss", loss_sum / seen);
+        chorus::report::scalar("accuracy", correct / seen);
+      }
       timed_samples += b * workers;
       if (chief && steps >= 10 && (step + 1) % (steps / 10) == 0 && step + 1 < steps) {
         std::printf("  epoch %d [%3lld%%] step %lld/%lld loss %.4f\n", epoch,
@@ -164,6 +191,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  engine_watch.reset();  // before the engine goes
   chorus::shutdown();
   return 0;
 }

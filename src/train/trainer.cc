@@ -5,13 +5,23 @@
 #include <torch/optim/optimizer.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "chorus/error.h"
+#include "chorus/report.h"
 #include "train/progress_bar.h"
 #include "util/log.h"
 
 namespace chorus {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
 
 void Trainer::StepSums::add(const std::vector<double>& other) {
   if (values.empty()) values.assign(other.size(), 0.0);
@@ -99,7 +109,12 @@ Trainer::StepSums Trainer::step(const Example& batch, int64_t global_batch, bool
                         parts[static_cast<size_t>(r.local_replica)], loss_, metrics_, global_batch,
                         train);
   });
-  if (train) updater_.apply_gradients();
+  if (train) {
+    const auto t =
+        reporting_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    updater_.apply_gradients();
+    if (reporting_) wait_seconds_ = seconds_since(t);
+  }
   StepSums sums;
   for (const auto& s : per_replica) sums.add(s);
   return sums;
@@ -120,6 +135,20 @@ Logs Trainer::to_logs(const std::vector<double>& totals, const std::string& pref
   return logs;
 }
 
+void Trainer::report_step(double total_seconds, const Logs& running) {
+  report::Step s;
+  s.samples = step_samples_;
+  s.wait_seconds = wait_seconds_;
+  s.compute_seconds = std::max(0.0, step_seconds_ - wait_seconds_);
+  s.data_seconds = std::max(0.0, total_seconds - step_seconds_);
+  s.collective_bytes = gradient_bytes_;
+  s.collective_tensors = gradient_tensors_;
+  report::step(s);
+  for (const auto& [name, value] : running) report::scalar(name, value);
+  step_seconds_ = wait_seconds_ = 0;
+  step_samples_ = 0;
+}
+
 Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
                         std::vector<std::shared_ptr<Callback>>& callbacks, int verbose) {
   const bool show = verbose == 1 && strategy_.is_chief();
@@ -128,7 +157,10 @@ Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
   Logs running;
   while (ctx.steps_per_epoch < 0 || ctx.step < ctx.steps_per_epoch) {
     for (auto& c : callbacks) c->on_train_batch_begin(ctx);
+    const auto t =
+        reporting_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::optional<StepSums> sums = next_step();
+    const double total = reporting_ ? seconds_since(t) : 0;
     if (!sums) {
       if (ctx.steps_per_epoch >= 0) {
         CHORUS_LOG(kWarning, "trainer")
@@ -142,6 +174,7 @@ Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
     ++ctx.step;
     ++ctx.global_step;
     running = to_logs(epoch.values, "");
+    if (reporting_) report_step(total, running);
     for (auto& c : callbacks) c->on_train_batch_end(ctx, running);
     if (show) bar.update(ctx.step, running);
   }
@@ -160,8 +193,29 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   loop.steps_per_epoch = options.steps_per_epoch;
   loop.shard_policy = options.shard_policy;
   loop.step = [this](const Example& batch, int64_t global_batch) {
-    return step(batch, global_batch, /*train=*/true).values;
+    const auto t =
+        reporting_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    auto values = step(batch, global_batch, /*train=*/true).values;
+    if (reporting_) {
+      step_seconds_ = seconds_since(t);
+      step_samples_ = batch.at(0).size(0);
+    }
+    return values;
   };
+  // Under chorusrun --dashboard: steps, samples, time breakdown, the running logs and the
+  // engine's counters go to the launcher's page (docs/dashboard.md).
+  reporting_ = report::enabled();
+  std::unique_ptr<report::SourceToken> engine_watch;
+  if (reporting_) {
+    if (strategy_.engine()) engine_watch = report::watch_engine(*strategy_.engine());
+    gradient_bytes_ = gradient_tensors_ = 0;
+    if (strategy_.num_workers() > 1) {
+      for (const auto& p : model_.parameters()) {
+        gradient_bytes_ += p.numel() * p.element_size();
+        ++gradient_tensors_;
+      }
+    }
+  }
   TrainContext ctx;
   ctx.strategy = &strategy_;
   ctx.model = &model_;

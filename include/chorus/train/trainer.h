@@ -87,6 +87,8 @@ class Trainer {
   using StepSource = std::function<std::optional<StepSums>()>;  // nullopt: data ran out
   Logs run_epoch(TrainContext& ctx, const StepSource& next_step,
                  std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
+  // One step's figures to chorus::report, `total_seconds` from asking for the step to its end.
+  void report_step(double total_seconds, const Logs& running);
 
   Strategy& strategy_;
   ReplicatedModel& model_;
@@ -94,6 +96,14 @@ class Trainer {
   LossFn loss_;
   std::vector<std::shared_ptr<Metric>> metrics_;
   GradientUpdater updater_;
+  // The last training step's seconds, in all and in apply_gradients (waiting for the
+  // gradients' collectives); for chorus::report (chorusrun --dashboard).
+  bool reporting_ = false;
+  double step_seconds_ = 0;
+  double wait_seconds_ = 0;
+  int64_t step_samples_ = 0;
+  uint64_t gradient_bytes_ = 0;    // reduced per step across workers
+  uint64_t gradient_tensors_ = 0;  // in that many tensors
 };
 
 }  // namespace chorus
