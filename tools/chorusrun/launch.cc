@@ -61,6 +61,11 @@ EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
   vars.emplace_back("CHORUS_STORE_ADDR", store.to_string());
   vars.emplace_back("CHORUS_RESTART_COUNT", std::to_string(restart));
   vars.emplace_back("CHORUS_HOST_ID", p.host);
+  if (!plan.options.dashboard.empty()) {
+    // The ranks' reports to the page (chorus/report.h); the launcher's own value wins.
+    const char* given = std::getenv("CHORUS_REPORT_SECONDS");
+    vars.emplace_back("CHORUS_REPORT_SECONDS", given && *given ? given : "1");
+  }
   return vars;
 }
 

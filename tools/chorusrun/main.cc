@@ -2,15 +2,19 @@
 // or when chorusrun is interrupted, and restarts the group on request. See docs/launcher.md.
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "chorus/error.h"
 #include "chorus/store.h"
 #include "chorus/version.h"
+#include "dashboard.h"
 #include "launch.h"
 #include "openblas.h"
 #include "options.h"
@@ -80,7 +84,36 @@ std::vector<Child> start(const JobPlan& plan, int restart, Store* store, PsAttem
   return start_attempt(plan, restart, relays);
 }
 
-int run_attempts(JobPlan& plan, Store* store) {
+bool numeric(const std::string& label) {
+  return !label.empty() && label.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Tells the dashboard about an attempt's ranks, and has it told of their exits and of the
+// engine's stall warnings in their output.
+void connect_dashboard(Dashboard& dash, int restart, const std::vector<Child>& children,
+                       std::vector<std::unique_ptr<LineRelay>>& relays, SuperviseOptions& so) {
+  std::vector<web::JobBoard::RankProcess> procs;
+  for (size_t i = 0; i < children.size(); ++i) {
+    const Child& c = children[i];
+    if (!numeric(c.label)) continue;
+    const int rank = std::stoi(c.label);
+    procs.push_back({rank, c.host, c.pid, !c.remote});
+    for (size_t k = 2 * i; k < 2 * i + 2 && k < relays.size(); ++k) {
+      relays[k]->set_observer([&dash, rank](std::string_view line) {
+        if (line.find("[engine] stall:") != std::string_view::npos)
+          dash.board().output_line(rank, std::string(line));
+      });
+    }
+  }
+  dash.board().attempt_started(restart, procs);
+  so.on_exit = [&dash](const Child& c, const std::string& what) {
+    if (numeric(c.label))
+      dash.board().rank_exited(std::stoi(c.label),
+                               WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, what);
+  };
+}
+
+int run_attempts(JobPlan& plan, Store* store, Dashboard* dash) {
   const Options& o = plan.options;
   for (int restart = 0;; ++restart) {
     SuperviseOptions so;
@@ -91,17 +124,24 @@ int run_attempts(JobPlan& plan, Store* store) {
         o.ps_mode ? std::make_unique<PsAttempt>(plan, restart) : nullptr;
     std::vector<std::unique_ptr<LineRelay>> relays;
     std::vector<Child> children = start(plan, restart, store, ps.get(), so, relays);
+    if (dash) connect_dashboard(*dash, restart, children, relays, so);
     AttemptResult result = Supervisor(std::move(children), std::move(relays), so).run();
-    if (result.success) return 0;
+    if (result.success) {
+      if (dash) dash->board().job_ended("every rank exited 0");
+      return 0;
+    }
     if (result.interrupted_by != 0) {
       say(std::string(o.ps_mode ? "stopped every task (" : "stopped every rank (") +
           result.failure + ")");
+      if (dash) dash->board().job_ended("interrupted: " + result.failure);
       return result.exit_code;
     }
     if (restart >= o.max_restarts) {
       say("job failed: " + result.failure);
+      if (dash) dash->board().job_ended("failed: " + result.failure);
       return result.exit_code != 0 ? result.exit_code : 1;
     }
+    if (dash) dash->board().attempt_ended(result.failure, true);
     say("restarting the job (restart " + std::to_string(restart + 1) + " of " +
         std::to_string(o.max_restarts) + ") after: " + result.failure);
   }
@@ -116,6 +156,30 @@ bool starts_local_processes(const JobPlan& plan) {
   return false;
 }
 
+std::unique_ptr<Dashboard> start_dashboard(const JobPlan& plan) {
+  const Options& o = plan.options;
+  if (o.dashboard.empty()) return nullptr;
+  DashboardConfig c;
+  c.bind = parse_dashboard_address(o.dashboard);
+  if (!web::is_loopback_host(c.bind.host) && !Secret::from_env()) {
+    throw UsageError(
+        "--dashboard beyond loopback needs the job secret as the page's token: set "
+        "CHORUS_SECRET or CHORUS_SECRET_FILE before starting chorusrun");
+  }
+  c.stall_seconds = o.dashboard_stall;
+  c.report_seconds = std::max(
+      0.1,
+      std::atof(std::getenv("CHORUS_REPORT_SECONDS") ? std::getenv("CHORUS_REPORT_SECONDS") : "1"));
+  if (const char* t = std::getenv("CHORUS_TIMELINE"); t && *t && !o.mpi) {
+    c.timeline_path = t[0] == '/' ? t : plan.cwd + "/" + t;
+  }
+  for (const std::string& w : o.program) c.title += (c.title.empty() ? "" : " ") + w;
+  auto dash = std::make_unique<Dashboard>(c, o.np, plan.secret);
+  say("dashboard at " + dash->url() +
+      (web::is_loopback_host(c.bind.host) ? "" : "?token=<the job secret>"));
+  return dash;
+}
+
 int run_job(const Options& options) {
   install_signal_handlers();
   JobPlan plan = make_plan(options);
@@ -124,7 +188,7 @@ int run_job(const Options& options) {
   PrivateDir dir;
   prepare_secret(plan, dir.path());
   // A parameter-server cluster's chief hosts its store (TF_CONFIG's convention).
-  if (options.ps_mode) return run_attempts(plan, nullptr);
+  if (options.ps_mode) return run_attempts(plan, nullptr, nullptr);
   net::Endpoint bind = store_bind_endpoint(plan);
   std::unique_ptr<TcpStoreServer> server;
   try {
@@ -139,7 +203,16 @@ int run_job(const Options& options) {
     client = std::make_unique<TcpStoreClient>(bind.host, plan.store_port, plan.secret,
                                               std::chrono::seconds(10));
   }
-  return run_attempts(plan, client.get());
+  std::unique_ptr<Dashboard> dash = start_dashboard(plan);
+  if (dash) dash->watch_store(bind.host, plan.store_port);
+  int code = run_attempts(plan, client.get(), dash.get());
+  if (dash && options.dashboard_linger > 0) {
+    say("job over; the dashboard stays at " + dash->url() + " for " +
+        std::to_string(static_cast<int64_t>(options.dashboard_linger)) + " s (Ctrl-C ends it)");
+    wait_for_interrupt(
+        std::chrono::milliseconds(static_cast<int64_t>(options.dashboard_linger * 1000)));
+  }
+  return code;
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ const std::map<std::string, ValueSetter>& value_options() {
       {"--store-address", [](Options& o, auto&, auto& v) { o.store_address = v; }},
       {"--rsh", [](Options& o, auto&, auto& v) { o.rsh = v; }},
       {"-x", [](Options& o, auto&, auto& v) { o.exports.push_back(v); }},
+      {"--dashboard", [](Options& o, auto&, auto& v) { o.dashboard = v; }},
+      {"--dashboard-linger",
+       [](Options& o, auto& n, auto& v) { o.dashboard_linger = parse_seconds(n, v); }},
+      {"--dashboard-stall",
+       [](Options& o, auto& n, auto& v) { o.dashboard_stall = parse_seconds(n, v); }},
   };
   return table;
 }
@@ -78,6 +83,7 @@ void validate_ps(const Options& o) {
     throw UsageError("--mpi is not supported with --ps (chorusrun starts the cluster itself)");
   // The launcher hosts no store for a cluster (the chief does), so nothing can tell who joined.
   if (o.start_timeout > 0) throw UsageError("--start-timeout is not supported with --ps");
+  if (!o.dashboard.empty()) throw UsageError("--dashboard is not supported with --ps");
   if (o.worker_restarts < 0) throw UsageError("--worker-restarts must not be negative");
   if (o.ps_port_base <= 0 || o.ps_port_base > 65535L - o.np - o.ps) {
     throw UsageError("--ps-port-base " + std::to_string(o.ps_port_base) +
@@ -165,6 +171,10 @@ const char* usage_text() {
          "  --store-address ADDR   address the rendezvous store binds and ranks dial\n"
          "  -x NAME[=VALUE]        forward this variable to every rank (remote ranks too)\n"
          "  --rsh CMD              remote shell instead of ssh\n"
+         "  --dashboard [ADDR:]PORT  serve a web page of the job (loopback unless ADDR; beyond\n"
+         "                         loopback the page needs ?token=<the job secret>)\n"
+         "  --dashboard-linger S   keep serving the page S seconds after the job ended (0)\n"
+         "  --dashboard-stall S    a rank without progress for S shows as stalled (10)\n"
          "  --version              print chorus's version and exit\n"
          "Parameter-server clusters (--ps K): 1 chief + N workers + K ps tasks of PROGRAM,\n"
          "placed chief, ps 0..K-1, worker 0..N-1 on the slots; each gets TF_CONFIG, no\n"

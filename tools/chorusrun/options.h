@@ -34,6 +34,9 @@ struct Options {
   std::string store_address;         // address the launcher's store binds and ranks dial
   std::string rsh = "ssh";           // remote shell (tests substitute a local one)
   std::vector<std::string> exports;  // -x NAME[=VALUE]: also forwarded to remote ranks
+  std::string dashboard;             // --dashboard [ADDR:]PORT: serve the job's page
+  double dashboard_linger = 0;       // seconds the page stays up after the job ended
+  double dashboard_stall = 10;       // a rank without progress this long shows as stalled
   std::vector<std::string> program;  // program and its arguments
 };
 

@@ -63,6 +63,7 @@ void LineRelay::finish() {
 }
 
 void LineRelay::emit(const char* line, size_t n) {
+  if (observer_) observer_(std::string_view(line, n));
   // One buffer, one write(): a pipe or terminal receives the whole line at once.
   std::string out;
   out.reserve(prefix_.size() + n + 1);

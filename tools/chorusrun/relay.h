@@ -6,7 +6,9 @@
 // Thread safety: chorusrun relays from its one supervising thread.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace chorus::run {
 
@@ -24,6 +26,11 @@ class LineRelay {
   // Writes a final unterminated line (with a newline added). Call at end of stream.
   void finish();
 
+  // Called with every complete line (without its newline) before it is written.
+  void set_observer(std::function<void(std::string_view)> observer) {
+    observer_ = std::move(observer);
+  }
+
   // Longest line kept whole; longer ones are cut into pieces of this size.
   static constexpr size_t kMaxLine = 64 * 1024;
 
@@ -34,6 +41,7 @@ class LineRelay {
   int fd_;
   bool owns_fd_ = false;
   std::string pending_;
+  std::function<void(std::string_view)> observer_;
 };
 
 // write() until done, retrying EINTR; errors (a closed terminal) are ignored.

@@ -53,6 +53,21 @@ void install_signal_handlers() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
+bool wait_for_interrupt(std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left + 1, 1000))) <= 0) continue;
+    char sigs[64];
+    ssize_t n = ::read(g_signal_pipe[0], sigs, sizeof(sigs));
+    for (ssize_t i = 0; i < n; ++i) {
+      if (sigs[i] != SIGCHLD) return true;
+    }
+  }
+  return false;
+}
+
 Supervisor::Supervisor(std::vector<Child> children, std::vector<std::unique_ptr<LineRelay>> relays,
                        SuperviseOptions options)
     : children_(std::move(children)), relays_(std::move(relays)), options_(std::move(options)) {
@@ -150,6 +165,7 @@ void Supervisor::on_exit(size_t index) {
   const Child& c = children_[index];
   std::string what = child_name(c) + " on " + c.host + " (pid " + std::to_string(c.pid) +
                      ") ended with " + describe_status(c.status, c.remote);
+  if (options_.on_exit) options_.on_exit(c, what);
   ExitDecision d;
   if (!stopping_ && !finishing_) d = options_.decide(c, what);
   if (!d.message.empty()) {

@@ -23,6 +23,8 @@ namespace chorus::run {
 
 // SIGINT/SIGTERM/SIGHUP/SIGCHLD write to a self-pipe; SIGPIPE is ignored. Call once.
 void install_signal_handlers();
+// Outside an attempt: waits up to `timeout` for SIGINT/SIGTERM/SIGHUP; true if one came.
+bool wait_for_interrupt(std::chrono::milliseconds timeout);
 
 struct AttemptResult {
   bool success = false;
@@ -63,6 +65,8 @@ struct SuperviseOptions {
   std::function<std::vector<int>()> missing_ranks;
   ExitPolicy decide = rank_exit_policy;
   Respawn respawn;  // required when `decide` may answer kRestart
+  // Told of every child's exit, also while the attempt is being stopped (the dashboard).
+  std::function<void(const Child& child, const std::string& what)> on_exit;
 };
 
 class Supervisor {

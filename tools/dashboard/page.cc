@@ -50,7 +50,9 @@ std::string poll_fragment_script(const std::string& url, const std::string& targ
          "+q,{cache:'no-store'}).then(function(r){return r.ok?r.text():Promise.reject(r.status)})"
          ".then(function(t){document.getElementById(" +
          json_string(target_id) +
-         ").innerHTML=t;document.getElementById('sub').textContent='updated '+"
+         ").innerHTML=t;document.querySelectorAll('a[data-keep-query]').forEach(function(a){"
+         "a.href=a.getAttribute('href').split('?')[0]+q});"
+         "document.getElementById('sub').textContent='updated '+"
          "new Date().toLocaleTimeString()}).catch(function(e){document.getElementById('sub')"
          ".textContent='not reachable ('+e+')'}).finally(function(){setTimeout(tick," +
          std::to_string(period_ms) + ")})}tick()})();";

@@ -12,7 +12,8 @@ std::string page_html(const std::string& title, const std::string& notice, const
                       const std::string& script);
 
 // The script that fetches `url` (same origin, the page's own query string appended, so a
-// token travels along) every `period_ms` and puts the answer into the element `target_id`.
+// token travels along) every `period_ms` and puts the answer into the element `target_id`;
+// links in it marked data-keep-query get the page's query string too.
 std::string poll_fragment_script(const std::string& url, const std::string& target_id,
                                  int period_ms);
 
