@@ -9,6 +9,7 @@
 #   lib/cmake/chorus/                  chorusConfig.cmake, its version file, the targets
 #   lib/pkgconfig/chorus.pc            the libtorch-free layers
 #   bin/chorusrun, bin/chorus-bench    the launcher, the collective benchmark
+#   bin/chorus-plan, share/chorus/plan the scaling planner (Python; tools/plan)
 #   lib/python3/dist-packages/chorus/  chorus.torch (CHORUS_INSTALL_PYTHONDIR)
 #   share/doc/chorus/                  README, CHANGELOG, docs/, examples/ (sources)
 # Components: tools (programs and docs), dev (headers, libraries, CMake and pkg-config

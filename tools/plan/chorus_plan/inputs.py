@@ -1,0 +1,211 @@
+"""The inputs of chorus-plan: quantities with units, and what measurements they come from
+(chorus-bench CSV files, a chorus engine timeline). Every mistake is an InputError whose
+message names the input; the command line turns it into exit status 2.
+"""
+import csv
+import json
+import math
+import re
+import statistics
+
+from . import model
+
+
+class InputError(Exception):
+    """Bad input: the message says which and why."""
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+_RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "kib/s": 2**10, "mib/s": 2**20,
+               "gib/s": 2**30, "bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8}
+_TIME_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$"
+
+
+def _quantity(name, text, units, default_unit):
+    m = re.match(_NUMBER, str(text))
+    if not m:
+        raise InputError("%s: %r is not a number with a unit" % (name, text))
+    unit = (m.group(2) or default_unit).lower()
+    if unit not in units:
+        raise InputError("%s: unknown unit %r in %r (use one of: %s)" %
+                         (name, m.group(2), text, ", ".join(sorted(k for k in units if k))))
+    value = float(m.group(1)) * units[unit]
+    if not math.isfinite(value):
+        raise InputError("%s: %r is not finite" % (name, text))
+    return value
+
+
+def size(name, text, allow_zero=False):
+    """Bytes: 4194304, 4MiB, 11.08MB."""
+    v = _quantity(name, text, _SIZE_UNITS, "b")
+    if v < 0 or (v == 0 and not allow_zero):
+        raise InputError("%s must be %s, got %r" % (name, ">= 0" if allow_zero else "> 0", text))
+    return v
+
+
+def rate(name, text):
+    """Bytes per second: 125MB/s, 1gbit, 10GB/s (bits for *bit, bytes for */s)."""
+    v = _quantity(name, text, _RATE_UNITS, "b/s")
+    if v <= 0:
+        raise InputError("%s must be a positive bandwidth, got %r" % (name, text))
+    return v
+
+
+def seconds(name, text, allow_zero=True):
+    """Seconds: 0.03, 30ms, 12us."""
+    v = _quantity(name, text, _TIME_UNITS, "s")
+    if v < 0 or (v == 0 and not allow_zero):
+        raise InputError("%s must be %s, got %r" % (name, ">= 0" if allow_zero else "> 0", text))
+    return v
+
+
+def positive_int(name, text, minimum=1):
+    try:
+        v = int(str(text), 10)
+    except ValueError:
+        raise InputError("%s: %r is not a whole number" % (name, text)) from None
+    if v < minimum:
+        raise InputError("%s must be at least %d, got %d" % (name, minimum, v))
+    return v
+
+
+def fraction(name, text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError("%s: %r is not a number" % (name, text)) from None
+    if not 0 <= v <= 1:
+        raise InputError("%s must lie in [0, 1], got %r" % (name, text))
+    return v
+
+
+def algorithms(text):
+    names = [a.strip() for a in str(text).split(",") if a.strip()]
+    if not names:
+        raise InputError("--algo: no algorithm named")
+    for a in names:
+        if a not in model.ALGORITHMS:
+            raise InputError("--algo: unknown algorithm %r (known: %s)" %
+                             (a, ", ".join(model.ALGORITHMS)))
+    return names
+
+
+def worker_counts(text, maximum=1024):
+    out = []
+    for w in str(text).split(","):
+        if w.strip():
+            v = positive_int("--workers", w.strip())
+            if v > maximum:
+                raise InputError("--workers: %d is more than %d" % (v, maximum))
+            out.append(v)
+    if not out:
+        raise InputError("--workers: no worker count named")
+    return out
+
+
+# --- chorus-bench: alpha and beta of a level ---------------------------------------------
+
+def read_bench_csv(path):
+    """(bytes, seconds) of every verified allreduce row of a `chorus-bench --csv` file
+    (columns: label, op, dtype, ranks, bytes, time_us, algbw, busbw, check, iters)."""
+    rows = []
+    try:
+        with open(path, newline="") as f:
+            for rec in csv.reader(f):
+                if len(rec) < 9 or rec[1] != "allreduce":
+                    continue
+                if rec[8] != "ok":
+                    raise InputError("%s: a row did not verify (%s)" % (path, ",".join(rec)))
+                rows.append((int(rec[3]), float(rec[4]), float(rec[5]) * 1e-6))
+    except OSError as e:
+        raise InputError("%s: %s" % (path, e.strerror)) from None
+    except ValueError:
+        raise InputError("%s: not a chorus-bench --csv file" % path) from None
+    if not rows:
+        raise InputError("%s: no allreduce rows (run chorus-bench --op allreduce --csv)" % path)
+    if any(r[0] != 2 for r in rows):
+        raise InputError("%s: measured with %d ranks; the fit needs 2" % (path, rows[0][0]))
+    return [(b, t) for _, b, t in rows]
+
+
+def fit_level(points, gamma, name):
+    """alpha and bandwidth of a level from 2-rank ring allreduce times: the model says
+    t(n) = 2 alpha + n beta + n gamma / 2, fitted by least squares on relative error (each
+    size counts alike, small and large)."""
+    if len(points) < 2:
+        raise InputError("%s: at least two sizes are needed to fit alpha and beta" % name)
+    # minimise sum ((a + s n - t) / t)^2: weighted least squares with weights 1/t^2.
+    sw = swn = swnn = swt = swnt = 0.0
+    for n, t in points:
+        w = 1.0 / (t * t)
+        sw += w; swn += w * n; swnn += w * n * n; swt += w * t; swnt += w * n * t
+    det = sw * swnn - swn * swn
+    if det <= 0:
+        raise InputError("%s: the sizes do not vary; cannot fit" % name)
+    a = (swnn * swt - swn * swnt) / det
+    s = (sw * swnt - swn * swt) / det
+    beta = s - gamma / 2
+    if beta <= 0:
+        raise InputError("%s: the fitted time per byte (%.3g s/B) is not above the reduction's "
+                         "share (%.3g s/B)" % (name, s, gamma / 2))
+    return model.Level(max(a, 0.0) / 2, 1.0 / beta)
+
+
+# --- the engine's timeline: tensors, collectives and the overlap window ------------------
+
+def read_timeline(path):
+    """Events of a CHORUS_TIMELINE file (a JSON array; a crash may leave it unclosed)."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError as e:
+        raise InputError("%s: %s" % (path, e.strerror)) from None
+    if text and not text.endswith("]"):
+        text = text.rstrip(",") + "]"
+    try:
+        events = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError("%s: not a Chrome-trace JSON array (%s)" % (path, e.msg)) from None
+    if not isinstance(events, list):
+        raise InputError("%s: not a Chrome-trace JSON array" % path)
+    return [e for e in events if isinstance(e, dict)]
+
+
+def timeline_facts(events, compute, path="timeline"):
+    """From the timeline of a multi-worker run: tensors per step, collectives per step, and
+    the overlap: the median over steps of (last enqueue - first enqueue) / compute, where a
+    tensor's enqueue is the start of its NEGOTIATE event (the engine gets a gradient as
+    backward produces it; the span between the first and the last is the part of the step
+    during which collectives can run)."""
+    starts = {}
+    collectives = set()
+    for e in events:
+        args = e.get("args") or {}
+        tensor = args.get("tensor")
+        if tensor is None or "ts" not in e:
+            continue
+        if e.get("name") == "NEGOTIATE":
+            starts.setdefault(tensor, []).append(float(e["ts"]) * 1e-6)
+        elif e.get("name") == "ALLREDUCE":
+            collectives.add((float(e["ts"]), float(e.get("dur", 0))))
+    most = max((len(s) for s in starts.values()), default=0)
+    # Gradients are negotiated every step; metrics and broadcasts only now and then.
+    grads = {t: s for t, s in starts.items() if len(s) >= 2 and 2 * len(s) >= most}
+    if not grads:
+        raise InputError("%s: no tensor was negotiated in two steps (a timeline of a "
+                         "multi-worker training is needed)" % path)
+    steps = min(len(s) for s in grads.values())
+    windows = []
+    for i in range(steps):
+        at = [s[i] for s in grads.values()]
+        windows.append(max(at) - min(at))
+    window = statistics.median(windows)
+    return {
+        "tensors": len(grads),
+        "steps": steps,
+        "collectives_per_step": len(collectives) / max(1, steps),
+        "window": window,
+        "overlap": min(1.0, window / compute) if compute > 0 else 0.0,
+    }
