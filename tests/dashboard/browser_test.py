@@ -127,11 +127,33 @@ def check_token(chorusrun):
     assert r.returncode == 2 and b"needs the job secret" in r.stderr, r.stderr
 
 
+def check_restarts(chorusrun):
+    # Attempt 0's rank 1 fails; --max-restarts 1 starts the group again, which succeeds.
+    script = ('if [ "$CHORUS_RESTART_COUNT" = 0 ] && [ "$CHORUS_RANK" = 1 ]; then exit 3; fi; '
+              'sleep 1')
+    proc, url, _ = start_job(chorusrun, ["-np", "2", "--max-restarts", "1", "--dashboard",
+                                         "127.0.0.1:0", "--dashboard-linger", "30", "/bin/sh",
+                                         "-c", script])
+    try:
+        state = wait_until("the job to end", lambda: (
+            lambda s: s if s["job"].startswith("ended") else None)(
+                json.loads(fetch(url + "state.json")[1])), 60)
+        events = "\n".join(state["events"])
+        assert state["restart"] == 1 and state["job"] == "ended: every rank exited 0", state
+        assert "rank 1 on localhost" in events and "exit code 3" in events, events
+        assert "restarting the job after" in events and "attempt 1 started" in events, events
+        assert [r["state"] for r in state["ranks"]] == ["exited", "exited"], state
+        log("restart: events", state["events"])
+    finally:
+        stop(proc)
+
+
 def main():
     chorusrun, fashion = sys.argv[1], sys.argv[2]
     shot = sys.argv[3] if len(sys.argv) > 3 else os.path.join(tempfile.gettempdir(),
                                                               "chorus_dashboard.png")
     check_token(chorusrun)
+    check_restarts(chorusrun)
     proc, url, err = start_job(chorusrun, [
         "-np", "2", "--dashboard", "127.0.0.1:0", "--dashboard-stall", str(STALL_SECONDS),
         "--dashboard-linger", "120", fashion, "--epochs", "20", "--skip-test"])
