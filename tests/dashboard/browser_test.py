@@ -154,14 +154,23 @@ def main():
                                                               "chorus_dashboard.png")
     check_token(chorusrun)
     check_restarts(chorusrun)
+    timeline = tempfile.mktemp(prefix="chorus_timeline.", suffix=".json")
     proc, url, err = start_job(chorusrun, [
         "-np", "2", "--dashboard", "127.0.0.1:0", "--dashboard-stall", str(STALL_SECONDS),
-        "--dashboard-linger", "120", fashion, "--epochs", "20", "--skip-test"])
+        "--dashboard-linger", "120", fashion, "--epochs", "20", "--skip-test"],
+        dict(os.environ, CHORUS_TIMELINE=timeline))
     log("dashboard at", url)
     try:
         state = lambda: json.loads(fetch(url + "state.json")[1])
         wait_until("both ranks live", lambda: all(
             r["state"] == "live" and r["steps"] > 0 for r in state()["ranks"]), 120)
+        time.sleep(2)  # rank 0's timeline file gets past its first buffered block
+        events = json.loads(fetch(url + "timeline.json?seconds=5")[1])
+        spans = [e for e in events if e.get("ph") == "X"]
+        log("timeline of the last 5 s: %d events, %d spans over %.1f s" % (
+            len(events), len(spans), (max(e["ts"] for e in spans) - min(e["ts"] for e in spans))
+            / 1e6 if spans else 0))
+        assert spans and all(max(e["ts"] for e in spans) - e["ts"] <= 5e6 for e in spans)
         first = ranks_in(dom(url))
         log("browser, first look:", first)
         time.sleep(2)
@@ -201,6 +210,8 @@ def main():
         log("PASS")
     finally:
         stop(proc)
+        if os.path.exists(timeline):
+            os.unlink(timeline)
         with open(err) as f:
             tail = f.read()[-2000:]
         log("chorusrun's stderr (end):\n" + tail)

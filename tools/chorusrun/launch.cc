@@ -40,6 +40,14 @@ std::string route_address_to(const std::string& host) {
   return net::local_address(fd.get());
 }
 
+// With --dashboard: the period of the ranks' reports to the page (chorus/report.h); the
+// launcher's own CHORUS_REPORT_SECONDS wins.
+void add_report_var(const Options& o, EnvVars& vars) {
+  if (o.dashboard.empty()) return;
+  const char* given = std::getenv("CHORUS_REPORT_SECONDS");
+  vars.emplace_back("CHORUS_REPORT_SECONDS", given && *given ? given : "1");
+}
+
 EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
   net::Endpoint store{plan.store_host, plan.store_port};
   EnvVars vars;
@@ -61,11 +69,7 @@ EnvVars rank_vars(const JobPlan& plan, const Placement& p, int restart) {
   vars.emplace_back("CHORUS_STORE_ADDR", store.to_string());
   vars.emplace_back("CHORUS_RESTART_COUNT", std::to_string(restart));
   vars.emplace_back("CHORUS_HOST_ID", p.host);
-  if (!plan.options.dashboard.empty()) {
-    // The ranks' reports to the page (chorus/report.h); the launcher's own value wins.
-    const char* given = std::getenv("CHORUS_REPORT_SECONDS");
-    vars.emplace_back("CHORUS_REPORT_SECONDS", given && *given ? given : "1");
-  }
+  add_report_var(plan.options, vars);
   return vars;
 }
 
@@ -155,6 +159,7 @@ SpawnSpec mpirun_spec(const JobPlan& plan, int restart) {
   EnvVars vars = {
       {"CHORUS_STORE_ADDR", net::Endpoint{plan.store_host, plan.store_port}.to_string()},
       {"CHORUS_RESTART_COUNT", std::to_string(restart)}};
+  add_report_var(o, vars);
   // mpirun carries -x variables to its daemons itself; a multi-host job cannot use our file.
   if (plan.multi_host) {
     vars.emplace_back("CHORUS_SECRET", plan.secret.bytes());
