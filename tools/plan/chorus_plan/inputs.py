@@ -130,27 +130,30 @@ def read_bench_csv(path):
     return [(b, t) for _, b, t in rows]
 
 
-def fit_level(points, gamma, name):
-    """alpha and bandwidth of a level from 2-rank ring allreduce times: the model says
-    t(n) = 2 alpha + n beta + n gamma / 2, fitted by least squares on relative error (each
-    size counts alike, small and large)."""
-    if len(points) < 2:
+def fit_level(points, gamma, name, tail=4):
+    """alpha and bandwidth of a level from 2-rank ring allreduce times. The model says
+    t(n) = 2 alpha + n beta + n gamma / 2: the slope (beta + gamma / 2) is fitted by least
+    squares on the `tail` largest sizes, where bytes dominate; 2 alpha is the median of
+    t - slope n over the `tail` smallest, where latency does. (One fit over every size
+    lets the many small sizes pull the slope: a shaper's burst lets small messages through
+    faster than its rate.)"""
+    points = sorted(points)
+    if len(points) < 2 or points[0][0] == points[-1][0]:
         raise InputError("%s: at least two sizes are needed to fit alpha and beta" % name)
-    # minimise sum ((a + s n - t) / t)^2: weighted least squares with weights 1/t^2.
-    sw = swn = swnn = swt = swnt = 0.0
-    for n, t in points:
-        w = 1.0 / (t * t)
-        sw += w; swn += w * n; swnn += w * n * n; swt += w * t; swnt += w * n * t
-    det = sw * swnn - swn * swn
-    if det <= 0:
-        raise InputError("%s: the sizes do not vary; cannot fit" % name)
-    a = (swnn * swt - swn * swnt) / det
-    s = (sw * swnt - swn * swt) / det
-    beta = s - gamma / 2
+    big = points[-min(tail, len(points)):]
+    mean_n = sum(n for n, _ in big) / len(big)
+    mean_t = sum(t for _, t in big) / len(big)
+    var = sum((n - mean_n) ** 2 for n, _ in big)
+    slope = sum((n - mean_n) * (t - mean_t) for n, t in big) / var if var > 0 else 0.0
+    if len(big) == 1 or var == 0:
+        slope = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+    beta = slope - gamma / 2
     if beta <= 0:
         raise InputError("%s: the fitted time per byte (%.3g s/B) is not above the reduction's "
-                         "share (%.3g s/B)" % (name, s, gamma / 2))
-    return model.Level(max(a, 0.0) / 2, 1.0 / beta)
+                         "share (%.3g s/B)" % (name, slope, gamma / 2))
+    small = points[:min(tail, len(points))]
+    intercept = statistics.median(t - slope * n for n, t in small)
+    return model.Level(max(intercept, 0.0) / 2, 1.0 / beta)
 
 
 # --- the engine's timeline: tensors, collectives and the overlap window ------------------
