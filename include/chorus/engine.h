@@ -111,6 +111,8 @@ struct EngineStats {
                                      // (single copy; it packs groups under 1 MiB itself)
   uint64_t stall_warnings = 0;       // warnings logged by the stall inspector
   uint64_t shared_memory = 0;        // allreduces run in alloc_shared memory (communicator's)
+  uint64_t ops = 0;                  // ops completed on this rank (successfully or not)
+  uint64_t op_bytes = 0;             // bytes of those ops' tensors on this rank (its input)
 };
 
 struct HandleState;

@@ -70,6 +70,8 @@ EngineStats Counters::snapshot() const {
   s.fused_tensors = fused_tensors.load();
   s.fused_in_place = fused_in_place.load();
   s.stall_warnings = stall_warnings.load();
+  s.ops = ops.load();
+  s.op_bytes = op_bytes.load();
   return s;
 }
 

@@ -291,6 +291,8 @@ void Loop::execute(const std::vector<Response>& plan) {
       op.handle->shape = op.request.shape;
     }
     if (op.state == OpState::kCached) shared_.counters.cache_hits++;
+    shared_.counters.ops++;
+    shared_.counters.op_bytes += op.request.bytes();
     shared_.complete(op, error);
     ops_.erase(it);
   };

@@ -27,6 +27,8 @@ struct Counters {
   std::atomic<uint64_t> fused_tensors{0};
   std::atomic<uint64_t> fused_in_place{0};
   std::atomic<uint64_t> stall_warnings{0};
+  std::atomic<uint64_t> ops{0};
+  std::atomic<uint64_t> op_bytes{0};
 
   EngineStats snapshot() const;
 };

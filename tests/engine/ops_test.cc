@@ -165,6 +165,11 @@ TEST(EngineOps, ResponseCacheHitsAndInvalidation) {
     check_sums(t, 2);
     auto s = e.stats();
     EXPECT_GE(s.cache_hits, 8u * 3) << "steps after the first should agree through the cache";
+    // Every op counted once, with its bytes (what chorusrun --dashboard shows as rates).
+    EXPECT_EQ(s.ops, 8u * 5);
+    uint64_t bytes = 0;
+    for (int64_t n : t.sizes) bytes += static_cast<uint64_t>(n) * sizeof(float) * 5;
+    EXPECT_EQ(s.op_bytes, bytes);
     // Both ranks have read their counters before either changes a shape (an invalidation
     // reaches every rank's counters).
     e.barrier("counters read").wait(kWait);
