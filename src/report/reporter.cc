@@ -243,7 +243,9 @@ std::unique_ptr<SourceToken> watch_engine(const Engine& engine) {
             {"engine_cache_hits", static_cast<double>(s.cache_hits)},
             {"engine_collectives", static_cast<double>(s.collectives)},
             {"engine_fused_tensors", static_cast<double>(s.fused_tensors)},
-            {"engine_stall_warnings", static_cast<double>(s.stall_warnings)}};
+            {"engine_stall_warnings", static_cast<double>(s.stall_warnings)},
+            {"engine_ops", static_cast<double>(s.ops)},
+            {"engine_op_bytes", static_cast<double>(s.op_bytes)}};
   });
 }
 

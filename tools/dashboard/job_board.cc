@@ -141,11 +141,14 @@ void JobBoard::rates_locked(Rank& r) {
   r.steps_per_s = d("steps") / dt;
   r.samples_per_s = d("samples") / dt;
   r.compute = d("compute_s"), r.wait = d("wait_s"), r.data = d("data_s");
-  r.bytes_per_s = d("bytes") / dt;
+  // The engine's own counts when the rank reports them (EngineStats::ops, op_bytes), else
+  // what the training loop says it handed to the collectives.
+  const bool engine = b.values.count("counter.engine_ops") > 0;
+  r.bytes_per_s = (engine ? d("counter.engine_op_bytes") : d("bytes")) / dt;
   double cycles = d("counter.engine_cycles");
   r.fused_per_cycle = cycles > 0 ? d("counter.engine_fused_tensors") / cycles : 0;
-  double tensors = d("tensors");
-  r.cache_hit_rate = tensors > 0 ? std::min(1.0, d("counter.engine_cache_hits") / tensors) : -1;
+  double ops = engine ? d("counter.engine_ops") : d("tensors");
+  r.cache_hit_rate = ops > 0 ? std::min(1.0, d("counter.engine_cache_hits") / ops) : -1;
 }
 
 void JobBoard::report(int rank, const std::string& text) {
