@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <random>
@@ -88,6 +89,20 @@ TEST(Reporter, SendsTotalsToTheStoreAtItsPeriod) {
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
   std::printf("report::step + report::scalar: %.0f ns per step\n", ns);
   EXPECT_LT(ns, 20000);
+
+  // What the reporting thread costs: the process's CPU time while the test thread sleeps
+  // 3 s and the reporter sends every 0.1 s (the store server's side, in this process too,
+  // included). chorusrun's period is 1 s.
+  auto cpu = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  double c0 = cpu();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  double per_report_ms = (cpu() - c0) / 30 * 1000;
+  std::printf("CPU per report (rank and store side): %.3f ms\n", per_report_ms);
+  EXPECT_LT(per_report_ms, 20.0);
   flush_and_stop();
   r = parse_report(client.get(report_key(2, 3), std::chrono::seconds(5)));
   EXPECT_EQ(r.get("steps"), 10 + n);  // the last totals were sent on stop
