@@ -18,13 +18,19 @@ bool PendingOp::wait_for(std::chrono::milliseconds timeout) const {
   return !handle.valid() || handle.wait_for(timeout);
 }
 
+bool PendingOps::holder_finished(int64_t holder) const {
+  auto it = ops_.find(holder);
+  return it != ops_.end() && it->second->poll();
+}
+
 void PendingOps::reserve(int set_id, const std::vector<std::string>& names) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : names) {
-    CHORUS_CHECK_ARG(!names_.count({set_id, name}), "a second op named '", name,
-                     "' while the first is in flight (submitted and not synchronized)");
+    auto it = names_.find({set_id, name});
+    CHORUS_CHECK_ARG(it == names_.end() || holder_finished(it->second), "a second op named '", name,
+                     "' while the first is in flight (submitted and not finished)");
   }
-  for (const auto& name : names) names_.insert({set_id, name});
+  for (const auto& name : names) names_[{set_id, name}] = kReserved;
 }
 
 void PendingOps::release(int set_id, const std::vector<std::string>& names) {
@@ -35,6 +41,7 @@ void PendingOps::release(int set_id, const std::vector<std::string>& names) {
 int64_t PendingOps::add(PendingOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t id = next_++;
+  for (const auto& name : op.names) names_[{op.set_id, name}] = id;
   ops_.emplace(id, std::make_shared<PendingOp>(std::move(op)));
   return id;
 }
@@ -49,7 +56,10 @@ void PendingOps::erase(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
-  for (const auto& name : it->second->names) names_.erase({it->second->set_id, name});
+  for (const auto& name : it->second->names) {
+    auto held = names_.find({it->second->set_id, name});
+    if (held != names_.end() && held->second == id) names_.erase(held);  // not if taken again
+  }
   ops_.erase(it);
 }
 

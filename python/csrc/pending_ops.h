@@ -1,10 +1,11 @@
 // The ops a Python program has submitted and not yet synchronized, by integer handle (what
 // Horovod's hvd.poll() and hvd.synchronize() take).
 //
-// A name stays taken from submission until its handle is synchronized, even when the engine
-// finished the op earlier: a second op under the same name before that is a ValueError on
-// the spot, whatever the timing (the engine alone frees a name when the op completes, which
-// may be before the caller's next line).
+// A name is taken from submission until its op finished (or its handle is synchronized): a
+// second op under the same name while the first is still running is a ValueError on the
+// spot, as in Horovod ("two concurrent operations with the same name"). Once the first
+// finished, the name is free again even if its handle was never synchronized (Horovod's
+// own tests leave such handles behind when no shutdown separates them, as under mpirun).
 //
 // Thread safety: every method may be called from any thread (DistributedOptimizer's hooks
 // submit from autograd's thread while the training thread synchronizes).
@@ -52,7 +53,7 @@ struct PendingOp {
 class PendingOps {
  public:
   // Takes `names` on process set `set_id` for an op about to be submitted. InvalidArgument
-  // (nothing taken) when one is held by an op not yet synchronized.
+  // (nothing taken) when one is held by an op still running.
   void reserve(int set_id, const std::vector<std::string>& names);
   // Gives back names reserved for an op whose submission failed.
   void release(int set_id, const std::vector<std::string>& names);
@@ -69,7 +70,11 @@ class PendingOps {
   mutable std::mutex mu_;
   int64_t next_ = 0;
   std::map<int64_t, std::shared_ptr<PendingOp>> ops_;
-  std::set<std::pair<int, std::string>> names_;
+  // Who holds each (set, name): an op's id, or kReserved between reserve() and add().
+  static constexpr int64_t kReserved = -1;
+  std::map<std::pair<int, std::string>, int64_t> names_;
+  // Whether the op holding a name has finished (the name may be taken again).
+  bool holder_finished(int64_t holder) const;
 };
 
 PendingOps& pending_ops();

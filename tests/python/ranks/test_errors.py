@@ -1,6 +1,8 @@
 """Bad input and disagreement: a Python exception of the right type, with chorus's message,
 on every rank that called, and the job goes on afterwards."""
 
+import time
+
 import pytest
 import torch
 
@@ -35,13 +37,27 @@ def test_shape_dtype_op_and_root_mismatches_fail_on_every_rank():
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()  # still usable
 
 
-def test_second_op_under_a_pending_name_is_a_value_error():
+def test_second_op_under_a_running_name_is_a_value_error():
     t = torch.ones(4)
-    h = hvd.allreduce_async(t, name="dup")
-    with pytest.raises(ValueError, match="a second op named 'dup'"):
-        hvd.allreduce_async(t, name="dup")
-    hvd.synchronize(h)
-    hvd.synchronize(hvd.allreduce_async(t, name="dup"))  # free again once synchronized
+    if hvd.rank() == 0:  # cannot finish before the other ranks submit theirs, after the barrier
+        h = hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+        with pytest.raises(ValueError, match="a second op named 'dup'"):
+            hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+    hvd.barrier()
+    if hvd.rank() != 0:
+        h = hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+    assert hvd.synchronize(h).eq(hvd.size()).all()
+    hvd.synchronize(hvd.allreduce_async(t, name="dup", op=hvd.Sum))  # free again once synchronized
+
+
+def test_a_finished_op_frees_its_name_before_it_is_synchronized():
+    t = torch.ones(4)
+    h = hvd.allreduce_async(t, name="done", op=hvd.Sum)
+    while not hvd.poll(h):
+        time.sleep(0.001)
+    again = hvd.allreduce_async(t, name="done", op=hvd.Sum)  # as in Horovod: only running ops conflict
+    assert hvd.synchronize(again).eq(hvd.size()).all()
+    assert hvd.synchronize(h).eq(hvd.size()).all()
 
 
 @pytest.mark.parametrize("bad,text", [
