@@ -10,8 +10,9 @@
            2, 3, 4 hosts of one rank
   hosts    bench/compare_hosts.sh at the last --rate: 2 hosts x 2 ranks, flat ring, flat
            auto (halving-doubling up to 4 MiB), hierarchical
-  train    Fashion-MNIST and ResNet-18 on 1 and 2 workers, --repeat times interleaved, and
-           one 2-worker run of each with CHORUS_TIMELINE (tensors and overlap)
+  train    Fashion-MNIST and ResNet-18: two one-worker runs at once (--host-compute), 1 and
+           2 workers, --repeat times interleaved, and one 2-worker run of each with
+           CHORUS_TIMELINE (tensors and overlap)
   report   predictions by chorus-plan (--json) from the inputs, against the medians: a
            Markdown table (OUT/validation.md) and a plot (--png)
 
@@ -82,7 +83,8 @@ def stage_psring(a):
 def stage_hosts(a):
     run([os.path.join(ROOT, "bench", "compare_hosts.sh"), "--build", a.build, "--rate",
          a.rates[-1], "--rounds", "1", "--only", "flat-ring,flat-auto,hierarchical",
-         "--out", os.path.join(a.out, "hosts"), "--", "--iters", "10", "--warmup", "2"])
+         "--max-bytes", "32M", "--out", os.path.join(a.out, "hosts"), "--", "--iters", "20",
+         "--warmup", "2"])
 
 
 def train_cmd(a, which, n):
@@ -96,9 +98,15 @@ def train_cmd(a, which, n):
 
 
 def stage_train(a):
+    t = tools(a.build)
     with open(os.path.join(a.out, "train.txt"), "a") as f:
         for r in range(a.repeat):
             for which in ("fashion", "resnet"):
+                batch = 64 if which == "fashion" else 8
+                # Two one-worker runs at once: each worker's compute when both compute
+                # (chorus-plan --host-compute, as its --measure gets it).
+                step = measure.at_once(t, train_cmd(a, which, 1)[4:], batch, 2)
+                f.write("SOLO %s 2 %.6f\n" % (which, batch / step))
                 for n in (1, 2):
                     out = run(train_cmd(a, which, n))
                     rate = re.findall(r"([\d.]+) (?:samples|images)/s", out)[-1]
@@ -178,7 +186,7 @@ def rows_hosts(a):
             "--algo", algo[label]])
         p = [x for x in p if x["workers"] == 4][0]
         rows.append(("2 hosts x 2, %s, %g MiB, %s" % (a.rates[-1], size / 2**20, label),
-                     statistics.median(ts), p["step_s"], "chorus-bench median of 10"))
+                     statistics.median(ts), p["step_s"], "chorus-bench median of 20"))
     return rows
 
 
@@ -191,6 +199,8 @@ def rows_train(a):
         w = line.split()
         if w and w[0] == "TRAIN":
             rates.setdefault((w[1], int(w[2])), []).append(float(w[3]))
+        elif w and w[0] == "SOLO":
+            rates.setdefault((w[1], "solo"), []).append(float(w[3]))
         elif w and w[0] == "PARAMS":
             params[w[1]] = int(w[2])
     rows = []
@@ -202,16 +212,25 @@ def rows_train(a):
         grad = ["--gradient-bytes", str(params[which] * 4)]  # float32 gradients
         tl = os.path.join(a.out, "timeline-%s.json" % which)
         extra = ["--timeline", tl] if os.path.exists(tl) else ["--tensors", str(TENSORS[which])]
-        preds = plan(base_args(a, a.rates[0], "intra-shared") + grad + extra + [
+        args = base_args(a, a.rates[0], "intra-shared") + grad + extra + [
             "--compute", "%.9f" % compute, "--batch", str(batch), "--ranks-per-host", "2",
-            "--max-workers", "2", "--algo", "auto"])
+            "--max-workers", "2", "--algo", "auto"]
+        preds = plan(args)
         name = "Fashion-MNIST" if which == "fashion" else "ResNet-18"
         rows.append(("%s, 1 worker" % name, compute, compute,
                      "%d runs; the prediction is the 1-worker median itself" % len(step1)))
-        if (which, 2) in rates:
-            step2 = statistics.median(2 * batch / r for r in rates[(which, 2)])
-            p = [x for x in preds if x["workers"] == 2][0]
-            rows.append(("%s, 2 workers" % name, step2, p["step_s"],
+        if (which, 2) not in rates:
+            continue
+        step2 = statistics.median(2 * batch / r for r in rates[(which, 2)])
+        p = [x for x in preds if x["workers"] == 2][0]
+        rows.append(("%s, 2 workers, from the 1-worker compute" % name, step2, p["step_s"],
+                     "%d runs" % len(rates[(which, 2)])))
+        if (which, "solo") in rates:
+            host = statistics.median(batch / r for r in rates[(which, "solo")])
+            p = [x for x in plan(args + ["--host-compute", "%.9f" % host])
+                 if x["workers"] == 2][0]
+            rows.append(("%s, 2 workers, with --host-compute (2 one-worker runs at once: "
+                         "%s)" % (name, fmt(host)), step2, p["step_s"],
                          "%d runs" % len(rates[(which, 2)])))
     return rows
 
@@ -243,9 +262,15 @@ def fmt(s):
 def draw(a, rows):
     png = a.png or os.path.join(a.out, "planner_validation.png")
     data = os.path.join(a.out, "validation.dat")
+    groups = [("hosts x 1", "ring and sync ps, one rank per namespace host"),
+              ("2 hosts x 2", "2 hosts x 2 ranks, one allreduce"),
+              ("worker", "Fashion-MNIST and ResNet-18 training")]
     with open(data, "w") as f:
-        for name, got, pred, _ in rows:
-            f.write('%.6g %.6g "%s"\n' % (got, pred, name))
+        for key, _ in groups:
+            for name, got, pred, _ in rows:
+                if key in name:
+                    f.write('%.6g %.6g\n' % (got, pred))
+            f.write("\n\n")
     lo = min(min(r[1], r[2]) for r in rows) / 1.5
     hi = max(max(r[1], r[2]) for r in rows) * 1.5
     script = "\n".join([
@@ -254,9 +279,10 @@ def draw(a, rows):
         "set logscale xy", "set xlabel 'measured median (s)'", "set ylabel 'predicted (s)'",
         "set xrange [%g:%g]" % (lo, hi), "set yrange [%g:%g]" % (lo, hi), "set grid",
         "set key top left",
-        "plot x title 'predicted = measured' lc rgb 'black', 1.15*x title '+-15%%' dt 2 lc rgb 'gray', "
-        "0.85*x notitle dt 2 lc rgb 'gray', '%s' using 1:2 with points pt 7 title 'configurations'"
-        % data, ""])
+        "plot x title 'predicted = measured' lc rgb 'black', 1.15*x title '+-15%' dt 2 lc rgb 'gray', "
+        "0.85*x notitle dt 2 lc rgb 'gray', " + ", ".join(
+            "'%s' index %d using 1:2 with points pt %d ps 1.3 title '%s'" % (data, i, 5 + 2 * i, t)
+            for i, (_, t) in enumerate(groups)), ""])
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
     log("plot: %s" % png)
 

@@ -107,6 +107,19 @@ class Arithmetic(unittest.TestCase):
         self.assertEqual(model.buckets(model.Job(1, 1, 8 * MB, 4, 0, 1 * MB)), 4)
         self.assertEqual(model.buckets(model.Job(1, 1, 8 * MB, 4, 0, 64 * MB)), 1)
 
+    def test_host_compute(self):
+        # One worker 20 ms; 4 at once on a host 30 ms each. 2 on a host: 20 + 10 x 1/3.
+        job = model.Job(20 * MS, 32, 8 * MB, 4, 0, 4 * MB, host_compute=30 * MS, host_ranks=4)
+        self.near(job.compute_on(model.Topology(1, 1)), 20 * MS)
+        self.near(job.compute_on(model.Topology(1, 2)), (20 + 10 / 3) * MS)
+        self.near(job.compute_on(model.Topology(8, 4)), 30 * MS)
+        # Efficiency stays against one worker alone: 4 ranks, 1 host, 8 MB / 4 MB fusion = 2
+        # buckets of 4 MB: ring 6 x (10 us + 1 ms) + 1.5 ms reduced = 7.56 ms, negotiation
+        # 2 x (10 us + 4 ns + 2 ns) = 20.012 us; step = 30 ms + 2 x 7.580012 ms.
+        p = model.predict("ring", job, NET, model.Topology(1, 4))
+        self.near(p.step, 30 * MS + 2 * 7.580012 * MS)
+        self.near(p.efficiency(job), 20 * MS / p.step)
+
     def test_one_worker_has_no_communication(self):
         job = model.Job(20 * MS, 32, 8 * MB, 4, 0, 4 * MB)
         self.near(model.predict("ring", job, NET, model.Topology(1, 1)).step, 20 * MS)

@@ -44,6 +44,9 @@ def parser():
         epilog=USAGE_EPILOG)
     a = p.add_argument
     a("--compute", help="seconds of one step on one worker (a one-worker run measures it)")
+    a("--host-compute", help="seconds of one step of each worker while --ranks-per-host "
+                             "workers compute at once on one host (as many one-worker runs "
+                             "at once measure it); default: --compute (cores to spare)")
     a("--batch", default="1", help="samples per worker per step (for samples/s; default 1)")
     a("--gradient-bytes", help="bytes of gradients per step (parameters x 4 for float32)")
     a("--tensors", help="gradient tensors per step (the parameters with gradients)")
@@ -118,7 +121,7 @@ def required(args, name):
     return v
 
 
-def build_inputs(args):
+def build_inputs(args, local):
     compute = inputs.seconds("--compute", required(args, "compute"), allow_zero=False)
     gamma = 1.0 / inputs.rate("--reduce-rate", required(args, "reduce-rate"))
     net = model.Network(level(args, "intra", gamma), level(args, "inter", gamma), gamma)
@@ -136,7 +139,9 @@ def build_inputs(args):
         compute=compute, batch=inputs.positive_int("--batch", args.batch),
         gradient_bytes=inputs.size("--gradient-bytes", required(args, "gradient-bytes")),
         tensors=inputs.positive_int("--tensors", tensors), overlap=overlap,
-        fusion=inputs.size("--fusion", args.fusion, allow_zero=True))
+        fusion=inputs.size("--fusion", args.fusion, allow_zero=True),
+        host_compute=inputs.seconds("--host-compute", args.host_compute, allow_zero=False)
+        if args.host_compute else 0.0, host_ranks=local)
     return job, net
 
 
@@ -175,11 +180,13 @@ def predict_rows(rows, plans, job, net):
 def describe(job, net, local):
     return ("inputs: compute %.2f ms/step, batch %d, gradients %.2f MB in %d tensors, fusion "
             "%s, overlap %.2f, %d ranks per host; intra alpha %.2f us, %.2f GB/s; inter alpha "
-            "%.2f us, %.3f GB/s; reduction %.2f GB/s" % (
+            "%.2f us, %.3f GB/s; reduction %.2f GB/s%s" % (
                 job.compute * 1e3, job.batch, job.gradient_bytes / 1e6, job.tensors,
                 "%.2f MB" % (job.fusion / 1e6) if job.fusion else "off", job.overlap, local,
                 net.intra.alpha * 1e6, net.intra.bandwidth / 1e9, net.inter.alpha * 1e6,
-                net.inter.bandwidth / 1e9, 1 / net.gamma / 1e9))
+                net.inter.bandwidth / 1e9, 1 / net.gamma / 1e9,
+                "; %.2f ms/step with %d workers on a host" % (job.host_compute * 1e3, local)
+                if job.host_compute else ""))
 
 
 def run(argv):
@@ -193,9 +200,10 @@ def run(argv):
         raise InputError("a program after -- is only run with --measure")
     local = inputs.positive_int("--ranks-per-host", args.ranks_per_host)
     plans = plans_of(args)
-    job, net = build_inputs(args)
+    job, net = build_inputs(args, local)
     rows = predict_rows(worker_rows(args, local), plans, job, net)
-    inputs_json = {"compute_s": job.compute, "batch": job.batch,
+    inputs_json = {"compute_s": job.compute, "host_compute_s": job.host_compute,
+                   "batch": job.batch,
                    "gradient_bytes": job.gradient_bytes, "tensors": job.tensors,
                    "overlap": job.overlap, "fusion_bytes": job.fusion, "ranks_per_host": local,
                    "intra": dataclasses.asdict(net.intra), "inter": dataclasses.asdict(net.inter),

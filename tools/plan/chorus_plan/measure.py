@@ -8,7 +8,8 @@
   (as bench/ps_vs_ring/run.sh shapes its hosts), fitted;
 - compute: the program after -- on one worker under chorusrun: --batch over the last
   "N samples/s" (or images/s) it prints; gradient bytes from "N parameters" if it prints
-  that (float32), else --gradient-bytes must be given;
+  that (float32), else --gradient-bytes must be given; with --ranks-per-host L > 1, L such
+  runs at once give the compute of each worker of a full host (--host-compute);
 - tensors and overlap: a 2-worker run of the program with CHORUS_TIMELINE (inputs.py).
 
 Given inputs are never overwritten. Each measurement prints what it ran on stderr.
@@ -168,6 +169,23 @@ def one_worker(tools, program, batch):
     return compute, (int(params[-1]) * 4 if params else None)
 
 
+def at_once(tools, program, batch, count):
+    """Compute per step of each of `count` one-worker runs started together: what every
+    worker of a full host gets when they all compute (the mean of their steps)."""
+    cmd = [tools["chorusrun"], "-np", "1", "--"] + program
+    _log("running %d at once: %s" % (count, " ".join(cmd)))
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(count)]
+    steps = []
+    for p in procs:
+        out, _ = p.communicate(timeout=3600)
+        rates = re.findall(r"([\d.]+) (?:samples|images)/s", out)
+        if p.returncode != 0 or not rates:
+            raise RuntimeError("a run of %d at once failed: %s" % (count, out.strip()[-600:]))
+        steps.append(batch / float(rates[-1]))
+    return sum(steps) / len(steps)
+
+
 def timeline(tools, program, tmp):
     path = os.path.join(tmp, "timeline.json")
     env = dict(os.environ, CHORUS_TIMELINE=path)
@@ -199,6 +217,10 @@ def fill(args):
                 _log("compute: %.2f ms per step" % (compute * 1e3))
             if args.gradient_bytes is None and grad:
                 args.gradient_bytes = str(grad)
+        local = inputs.positive_int("--ranks-per-host", args.ranks_per_host)
+        if args.host_compute is None and local > 1:
+            args.host_compute = "%.9fs" % at_once(tools, args.program, batch, local)
+            _log("compute with %d workers at once: %s" % (local, args.host_compute))
         if args.timeline is None and (args.tensors is None or args.overlap is None):
             args.timeline = timeline(tools, args.program, tmp)
     elif args.compute is None:

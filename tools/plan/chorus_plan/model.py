@@ -211,6 +211,18 @@ class Job:
     overlap: float  # share of `compute` during which gradients' collectives can run (0..1)
     fusion: float  # bytes per fused collective; 0: one collective per tensor
     ps_servers: int = 1  # k, for the ps algorithms
+    # Compute per step of each worker when `host_ranks` workers share a host and all compute
+    # at once (no communication); 0: the same as `compute` (each worker has cores of its own).
+    host_compute: float = 0.0
+    host_ranks: int = 1
+
+    def compute_on(self, topo):
+        """Compute per step with topo.local workers on a host: from `compute` (one) to
+        `host_compute` (host_ranks), linearly in between."""
+        if self.host_compute <= 0 or self.host_ranks <= 1 or topo.local <= 1:
+            return self.compute
+        share = min(1.0, (topo.local - 1) / (self.host_ranks - 1))
+        return self.compute + (self.host_compute - self.compute) * share
 
 
 @dataclasses.dataclass
@@ -225,6 +237,7 @@ class Prediction:
         return self.workers * job.batch / self.step
 
     def efficiency(self, job):
+        """Against one worker alone: samples/s over workers x one worker's samples/s."""
         return job.compute / self.step
 
 
@@ -246,13 +259,14 @@ def predict_allreduce(algorithm, job, net, topo):
     """A synchronous data-parallel step: compute, then what of the gradients' allreduces the
     overlap window (overlap x compute, during backward) could not hide. The last bucket
     leaves when backward ends, so it is never hidden."""
+    c = job.compute_on(topo)
     if topo.size == 1:
-        return Prediction(1, job.compute, Cost(), 0.0, "no communication")
+        return Prediction(1, c, Cost(), 0.0, "no communication")
     m = buckets(job)
     one = allreduce(algorithm, net, topo, job.gradient_bytes / m) + negotiation(net, topo)
     comm = one * m
-    exposed = max(one.total, comm.total - job.overlap * job.compute)
-    return Prediction(topo.size, job.compute + exposed, comm, exposed, comm.bound())
+    exposed = max(one.total, comm.total - job.overlap * c)
+    return Prediction(topo.size, c + exposed, comm, exposed, comm.bound())
 
 
 def predict_ps(sync, job, net, topo):
@@ -265,7 +279,7 @@ def predict_ps(sync, job, net, topo):
            links (n D / k each way per cycle, full duplex) are slower:
            max(compute + 2 (alpha + L D / B), n D / (k B)).
     """
-    n, k, d = topo.size, job.ps_servers, job.gradient_bytes
+    n, k, d, c = topo.size, job.ps_servers, job.gradient_bytes, job.compute_on(topo)
     beta, alpha = net.inter.beta, net.inter.alpha
     worker = topo.local * d * beta  # this worker's share of its host's link, one direction
     server = n * d / k * beta  # one ps's link, one direction, per round
@@ -274,11 +288,11 @@ def predict_ps(sync, job, net, topo):
         phase = Cost(alpha, max(worker, server))
         comm = phase * 2 + apply
         why = "ps-link-bound" if server > worker else "worker-link-bound"
-        return Prediction(n, job.compute + comm.total, comm, comm.total, why)
+        return Prediction(n, c + comm.total, comm, comm.total, why)
     own = Cost(2 * alpha, 2 * worker)
-    cycle = max(job.compute + own.total, server)
-    why = "ps-link-bound" if server > job.compute + own.total else "worker-link-bound"
-    return Prediction(n, cycle, own, cycle - job.compute, why)
+    cycle = max(c + own.total, server)
+    why = "ps-link-bound" if server > c + own.total else "worker-link-bound"
+    return Prediction(n, cycle, own, cycle - c, why)
 
 
 def predict(algorithm, job, net, topo):
