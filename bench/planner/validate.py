@@ -161,7 +161,7 @@ def rows_psring(a):
                 p = [x for x in preds if x["workers"] == g["n"] and x["plan"] == "ps sync k=n"]
             rows.append(("%d hosts x 1, %s, %.0f MiB, %s" % (
                 g["n"], rate, int(config["model_bytes"]) / 2**20, name), g["t"],
-                p[0]["step_s"], "%d rounds x 3 steps" % g["rounds"]))
+                p[0]["step_s"], "%d round(s) x %s steps" % (g["rounds"], config["steps"])))
     return rows
 
 
