@@ -60,6 +60,9 @@ HostSlots parse_entry(const std::string& entry) {
   return hs;
 }
 
+// The most slots one host may have, given once (six digits) or summed over repeats.
+constexpr int kMaxSlots = 999999;
+
 // Merges repeated hosts (a:1,a:1 is a:2), keeping first-seen order.
 std::vector<HostSlots> merge(const std::vector<HostSlots>& in) {
   std::vector<HostSlots> out;
@@ -68,6 +71,9 @@ std::vector<HostSlots> merge(const std::vector<HostSlots>& in) {
         std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.host == h.host; });
     if (it == out.end()) {
       out.push_back(h);
+    } else if (it->slots > kMaxSlots - h.slots) {  // not the int sum: it could overflow
+      throw UsageError("host '" + h.host + "' is given more than " + std::to_string(kMaxSlots) +
+                       " slots in all");
     } else {
       it->slots += h.slots;
     }
