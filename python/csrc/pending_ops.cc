@@ -1,5 +1,7 @@
 #include "pending_ops.h"
 
+#include <algorithm>
+
 #include "chorus/error.h"
 
 namespace chorus::python {
@@ -18,17 +20,17 @@ bool PendingOp::wait_for(std::chrono::milliseconds timeout) const {
   return !handle.valid() || handle.wait_for(timeout);
 }
 
-bool PendingOps::holder_finished(int64_t holder) const {
+bool PendingOps::holder_passed(int64_t holder) const {
   auto it = ops_.find(holder);
-  return it != ops_.end() && it->second->poll();
+  return it != ops_.end() && last_synchronized_ > holder && it->second->poll();
 }
 
 void PendingOps::reserve(int set_id, const std::vector<std::string>& names) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : names) {
     auto it = names_.find({set_id, name});
-    CHORUS_CHECK_ARG(it == names_.end() || holder_finished(it->second), "a second op named '", name,
-                     "' while the first is in flight (submitted and not finished)");
+    CHORUS_CHECK_ARG(it == names_.end() || holder_passed(it->second), "a second op named '", name,
+                     "' while the first is in flight (submitted and not synchronized)");
   }
   for (const auto& name : names) names_[{set_id, name}] = kReserved;
 }
@@ -56,6 +58,7 @@ void PendingOps::erase(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
+  last_synchronized_ = std::max(last_synchronized_, id);
   for (const auto& name : it->second->names) {
     auto held = names_.find({it->second->set_id, name});
     if (held != names_.end() && held->second == id) names_.erase(held);  // not if taken again

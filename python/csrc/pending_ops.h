@@ -1,11 +1,12 @@
 // The ops a Python program has submitted and not yet synchronized, by integer handle (what
 // Horovod's hvd.poll() and hvd.synchronize() take).
 //
-// A name is taken from submission until its op finished (or its handle is synchronized): a
-// second op under the same name while the first is still running is a ValueError on the
-// spot, as in Horovod ("two concurrent operations with the same name"). Once the first
-// finished, the name is free again even if its handle was never synchronized (Horovod's
-// own tests leave such handles behind when no shutdown separates them, as under mpirun).
+// A name is taken from submission until its handle is synchronized: a second op under the
+// same name before that is a ValueError on the spot, whatever the timing, as in Horovod
+// ("two concurrent operations with the same name"). One exception: an op that finished is
+// forgotten by name once the program synchronized an op submitted after it (a barrier,
+// say): it has moved on, and Horovod's own tests leave such handles behind when no shutdown
+// separates them (as under mpirun).
 //
 // Thread safety: every method may be called from any thread (DistributedOptimizer's hooks
 // submit from autograd's thread while the training thread synchronizes).
@@ -53,7 +54,7 @@ struct PendingOp {
 class PendingOps {
  public:
   // Takes `names` on process set `set_id` for an op about to be submitted. InvalidArgument
-  // (nothing taken) when one is held by an op still running.
+  // (nothing taken) when one is held by an op not yet synchronized (see above).
   void reserve(int set_id, const std::vector<std::string>& names);
   // Gives back names reserved for an op whose submission failed.
   void release(int set_id, const std::vector<std::string>& names);
@@ -73,8 +74,9 @@ class PendingOps {
   // Who holds each (set, name): an op's id, or kReserved between reserve() and add().
   static constexpr int64_t kReserved = -1;
   std::map<std::pair<int, std::string>, int64_t> names_;
-  // Whether the op holding a name has finished (the name may be taken again).
-  bool holder_finished(int64_t holder) const;
+  // Whether the op holding a name finished and a later one was synchronized since.
+  bool holder_passed(int64_t holder) const;
+  int64_t last_synchronized_ = -1;  // the highest id erase() was given
 };
 
 PendingOps& pending_ops();

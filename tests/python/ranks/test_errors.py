@@ -50,12 +50,15 @@ def test_second_op_under_a_running_name_is_a_value_error():
     hvd.synchronize(hvd.allreduce_async(t, name="dup", op=hvd.Sum))  # free again once synchronized
 
 
-def test_a_finished_op_frees_its_name_before_it_is_synchronized():
+def test_a_finished_op_left_behind_frees_its_name_once_a_later_op_is_synchronized():
     t = torch.ones(4)
     h = hvd.allreduce_async(t, name="done", op=hvd.Sum)
     while not hvd.poll(h):
         time.sleep(0.001)
-    again = hvd.allreduce_async(t, name="done", op=hvd.Sum)  # as in Horovod: only running ops conflict
+    with pytest.raises(ValueError, match="a second op named 'done'"):
+        hvd.allreduce_async(t, name="done", op=hvd.Sum)  # finished, but nothing after it yet
+    hvd.barrier()  # the program moved on: h is left behind
+    again = hvd.allreduce_async(t, name="done", op=hvd.Sum)
     assert hvd.synchronize(again).eq(hvd.size()).all()
     assert hvd.synchronize(h).eq(hvd.size()).all()
 
