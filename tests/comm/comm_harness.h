@@ -86,17 +86,14 @@ class Group {
       comms_ = socketpair_group(size, options);
       return;
     }
-    Secret secret = Secret::generate();
-    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, secret);
     options.transport = transport == Transport::kTcp ? "tcp" : "shm";
-    options.secret = secret;
-    comms_.resize(size);
-    for (int r = 0; r < size; ++r) {
-      clients_.push_back(std::make_unique<TcpStoreClient>("127.0.0.1", server_->port(), secret,
-                                                          std::chrono::seconds(20)));
-    }
-    run_ranks(size,
-              [&](int r) { comms_[r] = Communicator::create(*clients_[r], r, size, options); });
+    connect(size, options, nullptr);
+  }
+  // Through the store with `options` as they are, each rank's adjusted by per_rank(r, o)
+  // (e.g. a host id per rank, to place ranks on several "hosts").
+  using PerRank = std::function<void(int, CommunicatorOptions&)>;
+  Group(int size, const CommunicatorOptions& options, const PerRank& per_rank) {
+    connect(size, options, per_rank);
   }
 
   static CommunicatorOptions default_options() {
@@ -113,6 +110,22 @@ class Group {
   }
 
  private:
+  void connect(int size, CommunicatorOptions options, const PerRank& per_rank) {
+    Secret secret = Secret::generate();
+    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, secret);
+    options.secret = secret;
+    comms_.resize(size);
+    for (int r = 0; r < size; ++r) {
+      clients_.push_back(std::make_unique<TcpStoreClient>("127.0.0.1", server_->port(), secret,
+                                                          std::chrono::seconds(20)));
+    }
+    run_ranks(size, [&](int r) {
+      CommunicatorOptions o = options;
+      if (per_rank) per_rank(r, o);
+      comms_[r] = Communicator::create(*clients_[r], r, size, o);
+    });
+  }
+
   std::unique_ptr<TcpStoreServer> server_;
   std::vector<std::unique_ptr<TcpStoreClient>> clients_;
   std::vector<std::unique_ptr<Communicator>> comms_;

@@ -12,46 +12,26 @@
 namespace chorus::comm::testing {
 namespace {
 
-// `hosts` x `per_host` ranks (rank r on host r / per_host), or the hosts given rank by rank.
-class PlacedGroup {
- public:
-  PlacedGroup(const std::vector<int>& host_of_rank, int hierarchical) {
-    Secret secret = Secret::generate();
-    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, secret);
-    int size = static_cast<int>(host_of_rank.size());
-    comms_.resize(size);
-    for (int r = 0; r < size; ++r) {
-      clients_.push_back(std::make_unique<TcpStoreClient>("127.0.0.1", server_->port(), secret,
-                                                          std::chrono::seconds(20)));
-    }
-    run_ranks(size, [&](int r) {
-      CommunicatorOptions o = Group::default_options();
-      o.secret = secret;
-      o.host_id = "host" + std::to_string(host_of_rank[r]);
-      o.hierarchical_allreduce = hierarchical;
-      comms_[r] = Communicator::create(*clients_[r], r, size, o);
-    });
-  }
-  static std::vector<int> uniform(int hosts, int per_host) {
-    std::vector<int> h;
-    for (int r = 0; r < hosts * per_host; ++r) h.push_back(r / per_host);
-    return h;
-  }
+// Ranks on the hosts given rank by rank (CHORUS_HOST_ID "host<h>"), through the store.
+std::unique_ptr<Group> placed_group(const std::vector<int>& host_of_rank, int hierarchical) {
+  CommunicatorOptions o = Group::default_options();
+  o.hierarchical_allreduce = hierarchical;
+  return std::make_unique<Group>(static_cast<int>(host_of_rank.size()), o,
+                                 [&](int r, CommunicatorOptions& mine) {
+                                   mine.host_id = "host" + std::to_string(host_of_rank[r]);
+                                 });
+}
 
-  int size() const { return static_cast<int>(comms_.size()); }
-  void run(const std::function<void(int, Communicator&)>& fn) {
-    run_ranks(size(), [&](int r) { fn(r, *comms_[r]); });
-  }
-
- private:
-  std::unique_ptr<TcpStoreServer> server_;
-  std::vector<std::unique_ptr<TcpStoreClient>> clients_;
-  std::vector<std::unique_ptr<Communicator>> comms_;
-};
+// `hosts` x `per_host` ranks, rank r on host r / per_host.
+std::vector<int> uniform(int hosts, int per_host) {
+  std::vector<int> h;
+  for (int r = 0; r < hosts * per_host; ++r) h.push_back(r / per_host);
+  return h;
+}
 
 // One allreduce of `count` elements on every rank, checked against the reference; returns
 // the plan rank 0 ran.
-std::string check_allreduce(PlacedGroup& g, DataType t, ReduceOp op, size_t count, bool in_place,
+std::string check_allreduce(Group& g, DataType t, ReduceOp op, size_t count, bool in_place,
                             uint64_t seed) {
   int p = g.size();
   size_t es = dtype_size(t);
@@ -84,14 +64,14 @@ struct Shape {
 class Hierarchical : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(Hierarchical, EveryOpMatchesTheReference) {
-  PlacedGroup g(PlacedGroup::uniform(GetParam().hosts, GetParam().per_host), 1);
+  auto g = placed_group(uniform(GetParam().hosts, GetParam().per_host), 1);
   uint64_t seed = 1;
   for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kFloat16,
                      DataType::kInt8}) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{70001}}) {
         bool in_place = (seed % 2) == 0;
-        EXPECT_EQ(check_allreduce(g, t, static_cast<ReduceOp>(o), count, in_place, seed++),
+        EXPECT_EQ(check_allreduce(*g, t, static_cast<ReduceOp>(o), count, in_place, seed++),
                   "hierarchical");
       }
     }
@@ -100,9 +80,9 @@ TEST_P(Hierarchical, EveryOpMatchesTheReference) {
 
 // Large enough for the ring in the cross-host step (slices over 4 MiB).
 TEST_P(Hierarchical, LargeBuffersTakeTheRingAcrossHosts) {
-  PlacedGroup g(PlacedGroup::uniform(GetParam().hosts, GetParam().per_host), 1);
+  auto g = placed_group(uniform(GetParam().hosts, GetParam().per_host), 1);
   size_t count = (size_t{9} << 20) / 4 * GetParam().per_host + 7;
-  EXPECT_EQ(check_allreduce(g, DataType::kFloat32, ReduceOp::kAverage, count, true, 7),
+  EXPECT_EQ(check_allreduce(*g, DataType::kFloat32, ReduceOp::kAverage, count, true, 7),
             "hierarchical");
 }
 
@@ -114,11 +94,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Hierarchical,
                          });
 
 TEST(HierarchicalPlan, AutoFrom1MiBAndPartsAreStaged) {
-  PlacedGroup g(PlacedGroup::uniform(2, 2), -1);
-  EXPECT_EQ(check_allreduce(g, DataType::kFloat32, ReduceOp::kSum, 1000, false, 3),
+  auto g = placed_group(uniform(2, 2), -1);
+  EXPECT_EQ(check_allreduce(*g, DataType::kFloat32, ReduceOp::kSum, 1000, false, 3),
             "recursive doubling");
   EXPECT_EQ(
-      check_allreduce(g, DataType::kFloat32, ReduceOp::kSum, kHierarchicalMinBytes / 4, false, 4),
+      check_allreduce(*g, DataType::kFloat32, ReduceOp::kSum, kHierarchicalMinBytes / 4, false, 4),
       "hierarchical");
   // Several buffers: staged through one, then the same plan.
   std::vector<std::vector<float>> a(4, std::vector<float>(300000)), b(4, std::vector<float>(77));
@@ -127,7 +107,7 @@ TEST(HierarchicalPlan, AutoFrom1MiBAndPartsAreStaged) {
     for (size_t i = 0; i < b[r].size(); ++i) b[r][i] = static_cast<float>(2 * r + i % 3);
   }
   std::vector<std::string> plans(4);
-  g.run([&](int r, Communicator& c) {
+  g->run([&](int r, Communicator& c) {
     c.allreduce({{a[r].data(), a[r].data(), a[r].size()}, {b[r].data(), b[r].data(), b[r].size()}},
                 DataType::kFloat32, ReduceOp::kSum);
     plans[r] = c.last_plan();
@@ -141,8 +121,8 @@ TEST(HierarchicalPlan, AutoFrom1MiBAndPartsAreStaged) {
 
 // Two ranks on one host and one on another: no hierarchy to use, even when asked.
 TEST(HierarchicalPlan, UnevenHostsRunFlat) {
-  PlacedGroup g({0, 0, 1}, 1);
-  EXPECT_EQ(check_allreduce(g, DataType::kFloat32, ReduceOp::kSum, size_t{2} << 20, false, 5),
+  auto g = placed_group({0, 0, 1}, 1);
+  EXPECT_EQ(check_allreduce(*g, DataType::kFloat32, ReduceOp::kSum, size_t{2} << 20, false, 5),
             "ring");
 }
 
