@@ -30,7 +30,10 @@ SCRIPT = textwrap.dedent("""
     assert root.eq(torch.arange(5.0) * 2).all(), root
     hvd.shutdown()
     hvd.init()
-    print("rank", r, "ok", hvd.allreduce(torch.ones(3), op=hvd.Sum)[0].item(), flush=True)
+    total = hvd.allreduce(torch.ones(3), op=hvd.Sum)[0].item()
+    # A file per rank: mpirun may splice the ranks' stdout mid-line.
+    with open(f"{sys.argv[1]}/rank{r}", "w") as out:
+        out.write(f"rank {r} ok {total}")
     if "--raise" in sys.argv and r == 1:
         raise RuntimeError("rank 1 gives up")
     # no shutdown(): the exit hook does it
@@ -44,7 +47,7 @@ def mpirun(tmp_path, np, *args):
            "-x", "PYTHONPATH", "-x", "CHORUS_TIMEOUT_SECONDS=60"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += [os.environ.get("PYTHON", sys.executable), str(script), *args]
+    cmd += [os.environ.get("PYTHON", sys.executable), str(script), str(tmp_path), *args]
     env = {k: v for k, v in os.environ.items()
            if k not in ("CHORUS_RANK", "CHORUS_STORE_ADDR", "MASTER_ADDR", "MASTER_PORT")}
     start = time.time()
@@ -56,7 +59,7 @@ def test_collectives_process_sets_and_exit_without_shutdown(tmp_path):
     proc, _ = mpirun(tmp_path, 3)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for r in range(3):
-        assert f"rank {r} ok 3.0" in proc.stdout, proc.stdout
+        assert (tmp_path / f"rank{r}").read_text() == f"rank {r} ok 3.0", proc.stdout
     # Every rank finalized MPI: mpirun would otherwise say the job exited "improperly".
     assert "improperly" not in proc.stdout + proc.stderr, proc.stderr
 
