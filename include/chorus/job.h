@@ -10,6 +10,7 @@
 // Thread safety: create and use from one thread; world() follows Communicator's rules.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "chorus/communicator.h"
@@ -40,12 +41,25 @@ class Job {
   // Collective over every rank: a new world communicator, its rendezvous keys scoped by
   // how many times this job has connected, so every rank must disconnect and reconnect the
   // same number of times. No-op while connected. Throws what from_env() throws.
+  // An elastic worker instead joins the launcher's next round, whoever is in it: its rank
+  // and size may change (docs/elastic.md); it throws IoError when the launcher let this
+  // worker go, TimeoutError when no round forms within CHORUS_ELASTIC_TIMEOUT_SECONDS.
   void reconnect();
+
+  // Whether this worker was started by an elastic launcher (CHORUS_ELASTIC_ID).
+  bool elastic() const;
+  // The launcher's round the current world was formed in (-1 when not elastic).
+  int64_t elastic_round() const;
+  // Whether the launcher has published a round after elastic_round(): workers joined or
+  // left, so the world should re-form (every rank must agree on it first: see
+  // chorus/elastic.h). False when not elastic. Throws the store's errors.
+  bool newer_round_published();
 
   struct Impl;
 
  private:
   explicit Job(std::unique_ptr<Impl> impl);
+  void join_next_round();
   std::unique_ptr<Impl> impl_;
 };
 

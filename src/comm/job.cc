@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "chorus/error.h"
+#include "comm/elastic_join.h"
 #include "comm/mpi_bootstrap.h"
 #include "comm/mpi_comm.h"
 #include "rendezvous/job_env.h"
@@ -26,6 +27,8 @@ struct Job::Impl {
   CommunicatorOptions options;
   int connections = 0;                           // worlds formed so far
   std::unique_ptr<PrefixStore> reconnect_store;  // the keys of the current world, after the first
+  int64_t elastic_round = -1;                    // elastic workers: the current world's round
+  std::unique_ptr<PrefixStore> elastic_store;    // that round's keys
   std::unique_ptr<Communicator> world;
 };
 
@@ -135,15 +138,17 @@ std::unique_ptr<Job> Job::from_env(const CommunicatorOptions& options) {
   impl->client =
       std::make_unique<TcpStoreClient>(store_at.host, store_at.port, opts.secret, opts.timeout);
   std::string attempt = "attempt/" + std::to_string(env.restart_count) + "/";
-  impl->client->set(
-      "chorus/joined/" + std::to_string(env.restart_count) + "/" + std::to_string(env.rank), "1");
+  if (env.elastic_id.empty()) {
+    impl->client->set(
+        "chorus/joined/" + std::to_string(env.restart_count) + "/" + std::to_string(env.rank), "1");
+  }
   impl->attempt_store = std::make_unique<PrefixStore>(attempt, *impl->client);
   impl->options = opts;
   auto job = std::unique_ptr<Job>(new Job(std::move(impl)));
   job->reconnect();
   forget_shared_secret(env, options);
-  CHORUS_LOG(kInfo, "job") << "rank " << env.rank << " of " << env.size << " joined (" << env.source
-                           << ")";
+  CHORUS_LOG(kInfo, "job") << "rank " << job->world().rank() << " of " << job->world().size()
+                           << " joined (" << env.source << ")";
   return job;
 }
 
@@ -159,6 +164,7 @@ void Job::disconnect() { impl_->world.reset(); }
 
 void Job::reconnect() {
   if (impl_->world) return;
+  if (!impl_->env.elastic_id.empty()) return join_next_round();
   Store* store = impl_->attempt_store.get();
   // The first world keeps the attempt's own keys; later ones must not meet stale addresses.
   if (impl_->connections > 0) {
@@ -168,6 +174,27 @@ void Job::reconnect() {
   }
   impl_->world = Communicator::create(*store, impl_->env.rank, impl_->env.size, impl_->options);
   ++impl_->connections;
+}
+
+// An elastic worker's world comes from the launcher's rounds (comm/elastic_join.h).
+void Job::join_next_round() {
+  const int64_t seconds = env_int_or("CHORUS_ELASTIC_TIMEOUT_SECONDS", 600);
+  comm::ElasticWorld joined =
+      comm::join_elastic_round(*impl_->client, impl_->env.elastic_id, impl_->elastic_round,
+                               impl_->options, std::chrono::seconds(seconds));
+  impl_->world = std::move(joined.world);
+  impl_->elastic_store = std::move(joined.store);
+  impl_->elastic_round = joined.round;
+  impl_->env.rank = impl_->world->rank();
+  impl_->env.size = impl_->world->size();
+  ++impl_->connections;
+}
+
+bool Job::elastic() const { return !impl_->env.elastic_id.empty(); }
+int64_t Job::elastic_round() const { return impl_->elastic_round; }
+
+bool Job::newer_round_published() {
+  return elastic() && comm::latest_elastic_round(*impl_->client) > impl_->elastic_round;
 }
 
 Store& Job::store() { return *impl_->attempt_store; }

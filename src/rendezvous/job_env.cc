@@ -90,6 +90,19 @@ JobEnv read_chorus() {
   return env;
 }
 
+JobEnv read_elastic() {
+  JobEnv env;
+  env.source = "elastic";
+  env.elastic_id = env_string("CHORUS_ELASTIC_ID").value_or("");
+  CHORUS_CHECK_ARG(
+      !env.elastic_id.empty() && env.elastic_id.find_first_of(" \t\n/") == std::string::npos,
+      "environment variable CHORUS_ELASTIC_ID='", env.elastic_id,
+      "' must be a non-empty word without '/'");
+  CHORUS_CHECK_ARG(read_store(env) && !env.rank0_hosts_store,
+                   "an elastic worker needs CHORUS_STORE_ADDR (the launcher's store)");
+  return env;
+}
+
 JobEnv read_openmpi() {
   JobEnv env;
   env.source = "openmpi";
@@ -333,9 +346,13 @@ struct Source {
 };
 
 const Source kSources[] = {
-    {"chorus", "CHORUS_RANK", read_chorus}, {"openmpi", "OMPI_COMM_WORLD_RANK", read_openmpi},
-    {"torchrun", "RANK", read_torchrun},    {"tf_config", "TF_CONFIG", read_tf_config},
-    {"slurm", "SLURM_PROCID", read_slurm},  {"single", nullptr, read_single},
+    {"elastic", "CHORUS_ELASTIC_ID", read_elastic},
+    {"chorus", "CHORUS_RANK", read_chorus},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", read_openmpi},
+    {"torchrun", "RANK", read_torchrun},
+    {"tf_config", "TF_CONFIG", read_tf_config},
+    {"slurm", "SLURM_PROCID", read_slurm},
+    {"single", nullptr, read_single},
 };
 
 const Source& choose_source() {
@@ -349,7 +366,7 @@ const Source& choose_source() {
   for (const Source& s : kSources) {
     if (s.marker == nullptr || env_string(s.marker)) return s;
   }
-  return kSources[5];
+  return kSources[6];
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 //
 // Precedence (the first source whose marker variable is set wins; CHORUS_LAUNCHER=<source>
 // forces one):
+//   0. elastic    CHORUS_ELASTIC_ID      (chorusrun --min-np/--max-np: rank from the store)
 //   1. chorus     CHORUS_RANK            (chorusrun)
 //   2. openmpi    OMPI_COMM_WORLD_RANK   (mpirun, also chorusrun --mpi)
 //   3. torchrun   RANK                   (torchrun / torch.distributed.launch)
@@ -51,6 +52,10 @@ struct JobEnv {
   // Names this run among the user's jobs when the launcher says (Slurm: "slurm-<job>.<step>");
   // empty otherwise. Ranks on one host without a configured secret share one under this name.
   std::string job_id;
+  // An elastic worker (CHORUS_ELASTIC_ID, source "elastic", started by chorusrun --min-np
+  // ...): rank and size are not known here but taken from the launcher's rounds in the
+  // store (rendezvous/elastic_rounds.h); `rank` 0 and `size` 1 until then.
+  std::string elastic_id;
 
   // TF_CONFIG only (empty / -1 otherwise). Ranks are given chief first, then workers, then
   // ps tasks, so `size` counts every task of the cluster; a ParameterServer strategy uses

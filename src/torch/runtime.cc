@@ -18,6 +18,7 @@ struct Runtime {
   // so that a second init() forms a new world over the same store connection.
   std::unique_ptr<Job> job;
   std::unique_ptr<Engine> engine;
+  EngineOptions options;  // init()'s, for the engines reform_world() starts
 };
 
 Runtime& runtime() {
@@ -46,6 +47,7 @@ void init(const EngineOptions& options) {
   } else {
     r.job = Job::from_env();
   }
+  r.options = options;
   try {
     r.engine = Engine::start(r.job->world(), options);
   } catch (...) {
@@ -100,6 +102,28 @@ Engine& engine_or_default(Engine* engine) {
 }
 
 std::string auto_name(Engine& engine, const char* prefix) { return engine.unnamed(prefix); }
+
+Job& job() {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CHORUS_CHECK_ARG(r.engine != nullptr, "chorus is not initialised: call chorus::init() first");
+  return *r.job;
+}
+
+void reform_world() {
+  Runtime& r = runtime();
+  std::unique_ptr<Engine> engine;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    CHORUS_CHECK_ARG(r.engine != nullptr, "chorus is not initialised: call chorus::init() first");
+    engine = std::move(r.engine);
+  }
+  engine.reset();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.job->disconnect();
+  r.job->reconnect();
+  r.engine = Engine::start(r.job->world(), r.options);
+}
 
 }  // namespace detail
 }  // namespace chorus

@@ -185,6 +185,18 @@ TEST(Chorusrun, BadInputExitsWithCode2AndSaysWhy) {
       {{"-np", "1", "--frobnicate", kWorker}, "unknown option '--frobnicate'"},
       {{"-np", "2", "-H", "localhost:1,127.0.0.2:1", kWorker},
        "multi-host job needs a shared secret"},
+      // Elastic jobs (docs/elastic.md).
+      {{"--min-np", "3", "--max-np", "2", kWorker}, "--max-np 2 is below --min-np 3"},
+      {{"-np", "5", "--min-np", "2", "--max-np", "4", kWorker},
+       "-np 5 must lie within --min-np and --max-np"},
+      {{"--min-np", "2", "--mpi", kWorker}, "--mpi is not supported in an elastic job"},
+      {{"--min-np", "2", "--max-restarts", "1", kWorker},
+       "--max-restarts is not supported in an elastic job"},
+      {{"--min-np", "1", "--host-discovery-script", "true", "-H", "localhost:1", kWorker},
+       "--host-discovery-script replaces -H"},
+      {{"--min-np", "1", "--host-discovery-script", "exit 3", kWorker}, "ended with exit code 3"},
+      {{"--min-np", "1", "--host-discovery-script", "echo 'bad host'", kWorker},
+       "malformed host entry"},
   };
   for (const auto& [args, needle] : cases) {
     RunResult r = run(args);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "chorus/error.h"
+#include "elastic.h"
 #include "slurm_hosts.h"
 #include "util/net.h"
 
@@ -218,14 +219,24 @@ JobPlan make_plan(const Options& options) {
     check_fits(*allocation, process_count(options), options.oversubscribe,
                options.ps_mode ? "tasks" : "ranks");
     plan.hosts = allocation->hosts;
+  } else if (!options.discovery_script.empty()) {
+    plan.hosts = discover_hosts(options.discovery_script, std::chrono::seconds(10));
   } else {
-    plan.hosts = {{"localhost", process_count(options)}};
+    plan.hosts = {{"localhost", std::max(process_count(options), options.max_np)}};
   }
   for (const HostSlots& h : plan.hosts) {
     if (!is_local_host(h.host)) check_resolves(h.host);
   }
-  plan.placements = place_ranks(plan.hosts, process_count(options), options.oversubscribe,
-                                options.ps_mode ? "tasks" : "ranks");
+  if (options.elastic()) {
+    // As many of -np as there are slots now; an elastic job waits for the rest.
+    int slots = 0;
+    for (const HostSlots& h : plan.hosts) slots += h.slots;
+    int start = std::min(options.np, slots);
+    if (start > 0) plan.placements = place_ranks(plan.hosts, start, false, "workers");
+  } else {
+    plan.placements = place_ranks(plan.hosts, process_count(options), options.oversubscribe,
+                                  options.ps_mode ? "tasks" : "ranks");
+  }
   for (const Placement& p : plan.placements) plan.multi_host = plan.multi_host || !p.local;
   plan.program = resolve_program(options.program[0]);
   if (plan.multi_host && !options.mpi) resolve_program(split_words(options.rsh).at(0));

@@ -15,6 +15,7 @@
 #include "chorus/store.h"
 #include "chorus/version.h"
 #include "dashboard.h"
+#include "elastic.h"
 #include "launch.h"
 #include "openblas.h"
 #include "options.h"
@@ -147,6 +148,23 @@ int run_attempts(JobPlan& plan, Store* store, Dashboard* dash) {
   }
 }
 
+// An elastic job: one supervised run whose workers come and go (elastic.h).
+int run_elastic(const JobPlan& plan, Store& store) {
+  const Options& o = plan.options;
+  SuperviseOptions so;
+  so.grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
+  so.verbose = o.verbose;
+  ElasticJob job(plan, store);
+  job.install(so);
+  std::vector<std::unique_ptr<LineRelay>> relays;
+  std::vector<Child> children = job.start(relays);
+  AttemptResult result = Supervisor(std::move(children), std::move(relays), so).run();
+  if (result.success) return 0;
+  say(result.interrupted_by ? "stopped every worker (" + result.failure + ")"
+                            : "job failed: " + result.failure);
+  return result.exit_code != 0 ? result.exit_code : 1;
+}
+
 // Whether some process of the job is started on this host (directly or by a local mpirun).
 bool starts_local_processes(const JobPlan& plan) {
   if (plan.options.mpi) return true;
@@ -199,10 +217,11 @@ int run_job(const Options& options) {
   plan.store_host = bind.host;
   plan.store_port = server->port();
   std::unique_ptr<TcpStoreClient> client;
-  if (options.start_timeout > 0) {
+  if (options.start_timeout > 0 || options.elastic()) {
     client = std::make_unique<TcpStoreClient>(bind.host, plan.store_port, plan.secret,
                                               std::chrono::seconds(10));
   }
+  if (options.elastic()) return run_elastic(plan, *client);
   std::unique_ptr<Dashboard> dash = start_dashboard(plan);
   if (dash) dash->watch_store(bind.host, plan.store_port);
   int code = run_attempts(plan, client.get(), dash.get());

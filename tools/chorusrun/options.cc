@@ -58,6 +58,15 @@ const std::map<std::string, ValueSetter>& value_options() {
       {"--dashboard", [](Options& o, auto&, auto& v) { o.dashboard = v; }},
       {"--dashboard-linger",
        [](Options& o, auto& n, auto& v) { o.dashboard_linger = parse_seconds(n, v); }},
+      {"--min-np", [](Options& o, auto& n, auto& v) { o.min_np = parse_int(n, v); }},
+      {"--max-np", [](Options& o, auto& n, auto& v) { o.max_np = parse_int(n, v); }},
+      {"--host-discovery-script", [](Options& o, auto&, auto& v) { o.discovery_script = v; }},
+      {"--discovery-interval",
+       [](Options& o, auto& n, auto& v) { o.discovery_interval = parse_seconds(n, v); }},
+      {"--elastic-timeout",
+       [](Options& o, auto& n, auto& v) { o.elastic_timeout = parse_seconds(n, v); }},
+      {"--blacklist-cooldown",
+       [](Options& o, auto& n, auto& v) { o.blacklist_cooldown = parse_seconds(n, v); }},
       {"--dashboard-stall",
        [](Options& o, auto& n, auto& v) { o.dashboard_stall = parse_seconds(n, v); }},
   };
@@ -91,7 +100,33 @@ void validate_ps(const Options& o) {
   }
 }
 
-void validate(const Options& o) {
+// --min-np A --max-np B [--host-discovery-script S]: an elastic job.
+void validate_elastic(Options& o) {
+  bool asked = o.min_np != 0 || o.max_np != 0 || !o.discovery_script.empty();
+  if (!asked) return;
+  if (o.min_np == 0) o.min_np = o.np > 0 ? o.np : 1;
+  if (o.np == 0) o.np = o.max_np > 0 ? o.max_np : o.min_np;
+  if (o.min_np < 1) throw UsageError("--min-np must be at least 1");
+  if (o.max_np != 0 && o.max_np < o.min_np)
+    throw UsageError("--max-np " + std::to_string(o.max_np) + " is below --min-np " +
+                     std::to_string(o.min_np));
+  if (o.np < o.min_np || (o.max_np != 0 && o.np > o.max_np))
+    throw UsageError("-np " + std::to_string(o.np) + " must lie within --min-np and --max-np");
+  if (!o.discovery_script.empty() && (!o.host_list.empty() || !o.hostfile.empty()))
+    throw UsageError("--host-discovery-script replaces -H and --hostfile");
+  if (o.discovery_interval < 0.05) throw UsageError("--discovery-interval must be >= 0.05 s");
+  for (const char* other : {"--mpi", "--ps", "--max-restarts", "--start-timeout", "--dashboard"}) {
+    bool used = (other == std::string("--mpi") && o.mpi) ||
+                (other == std::string("--ps") && o.ps_mode) ||
+                (other == std::string("--max-restarts") && o.max_restarts > 0) ||
+                (other == std::string("--start-timeout") && o.start_timeout > 0) ||
+                (other == std::string("--dashboard") && !o.dashboard.empty());
+    if (used) throw UsageError(std::string(other) + " is not supported in an elastic job");
+  }
+}
+
+void validate(Options& o) {
+  validate_elastic(o);
   std::string what = o.ps_mode ? "-np must be a positive number of workers, got "
                                : "-np must be a positive number of ranks, got ";
   if (o.np <= 0) throw UsageError(what + std::to_string(o.np));
@@ -152,7 +187,7 @@ Options parse_options(int argc, char** argv) {
     np_seen = np_seen || name == "-np" || name == "-n";
   }
   for (; i < argc; ++i) o.program.push_back(argv[i]);
-  if (!np_seen) throw UsageError("-np N is required");
+  if (!np_seen && o.min_np == 0 && o.max_np == 0) throw UsageError("-np N is required");
   validate(o);
   return o;
 }
@@ -176,6 +211,12 @@ const char* usage_text() {
          "  --dashboard-linger S   keep serving the page S seconds after the job ended (0)\n"
          "  --dashboard-stall S    a rank without progress for S shows as stalled (10)\n"
          "  --version              print chorus's version and exit\n"
+         "Elastic jobs (docs/elastic.md): workers leave and join without restarting the others.\n"
+         "  --min-np A / --max-np B  the job runs with A to B workers (-np: how many to start)\n"
+         "  --host-discovery-script S  prints 'host:slots' lines; run every interval\n"
+         "  --discovery-interval S seconds between runs of the script (1)\n"
+         "  --elastic-timeout S    fail when below --min-np for S seconds (600)\n"
+         "  --blacklist-cooldown S a failed worker's slot is reused after S seconds (0: never)\n"
          "Parameter-server clusters (--ps K): 1 chief + N workers + K ps tasks of PROGRAM,\n"
          "placed chief, ps 0..K-1, worker 0..N-1 on the slots; each gets TF_CONFIG, no\n"
          "CHORUS_RANK. The chief exiting 0 ends the job (the others get the grace period,\n"

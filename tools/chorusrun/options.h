@@ -37,7 +37,16 @@ struct Options {
   std::string dashboard;             // --dashboard [ADDR:]PORT: serve the job's page
   double dashboard_linger = 0;       // seconds the page stays up after the job ended
   double dashboard_stall = 10;       // a rank without progress this long shows as stalled
+  // Elastic mode (--min-np/--max-np/--host-discovery-script; see elastic.h): workers may
+  // leave and join while the job runs. min_np == 0: not elastic.
+  int min_np = 0;
+  int max_np = 0;                    // 0: as many as the hosts have slots
+  std::string discovery_script;      // prints "host:slots" lines; polled
+  double discovery_interval = 1;     // seconds between runs of the script
+  double elastic_timeout = 600;      // seconds the job may stay below min_np
+  double blacklist_cooldown = 0;     // seconds a failed slot stays unused; 0: for good
   std::vector<std::string> program;  // program and its arguments
+  bool elastic() const { return min_np > 0; }
 };
 
 // argv[0] is skipped. Throws UsageError naming the offending option or value. --version

@@ -85,14 +85,15 @@ Supervisor::~Supervisor() {
 
 AttemptResult Supervisor::run() {
   Clock::time_point drained_by = Clock::time_point::max();
-  while (!all_exited() || output_open()) {
+  while (!all_exited() || output_open() || (waiting_ && !stopping_)) {
     poll_once(50);
     drain_signals();
     reap();
     if (!joined_) check_joined();
+    run_tick();
     escalate();
     // A rank's own children may hold its pipes open after it exited: give them 2 s.
-    if (all_exited() && drained_by == Clock::time_point::max())
+    if (all_exited() && !(waiting_ && !stopping_) && drained_by == Clock::time_point::max())
       drained_by = Clock::now() + std::chrono::seconds(2);
     if (Clock::now() >= drained_by) break;
   }
@@ -194,6 +195,17 @@ void Supervisor::on_exit(size_t index) {
 void Supervisor::restart(size_t index) {
   Child fresh = options_.respawn(children_[index], relays_);
   children_.push_back(std::move(fresh));
+}
+
+void Supervisor::run_tick() {
+  if (!options_.tick || stopping_ || finishing_) return;
+  TickResult t = options_.tick(relays_);
+  waiting_ = t.waiting;
+  for (Child& c : t.started) children_.push_back(std::move(c));
+  if (t.failure.empty()) return;
+  say(t.failure + "; stopping the job");
+  result_.exit_code = 1;
+  stop(t.failure);
 }
 
 void Supervisor::check_joined() {

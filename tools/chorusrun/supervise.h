@@ -53,6 +53,14 @@ using ExitPolicy = std::function<ExitDecision(const Child& child, const std::str
 using Respawn =
     std::function<Child(const Child& child, std::vector<std::unique_ptr<LineRelay>>& relays)>;
 
+// What a periodic look at the job (SuperviseOptions::tick) asks for.
+struct TickResult {
+  std::vector<Child> started;  // new children, their relays appended to the relays given
+  std::string failure;         // not empty: the attempt failed (exit code 1), stop everyone
+  bool waiting = false;        // the job is not over even when every child has exited
+};
+using Tick = std::function<TickResult(std::vector<std::unique_ptr<LineRelay>>& relays)>;
+
 // The policy of a collective job: any failed rank fails the attempt.
 ExitDecision rank_exit_policy(const Child& child, const std::string& what);
 
@@ -65,6 +73,9 @@ struct SuperviseOptions {
   std::function<std::vector<int>()> missing_ranks;
   ExitPolicy decide = rank_exit_policy;
   Respawn respawn;  // required when `decide` may answer kRestart
+  // Called on every turn of the loop (a few times a second at least) until the attempt
+  // stops or finishes: an elastic job's host discovery and below-minimum deadline.
+  Tick tick;
   // Told of every child's exit, also while the attempt is being stopped (the dashboard).
   std::function<void(const Child& child, const std::string& what)> on_exit;
 };
@@ -87,6 +98,7 @@ class Supervisor {
   void on_exit(size_t index);
   void restart(size_t index);
   void check_joined();
+  void run_tick();
   void stop(const std::string& why);
   void finish();
   void escalate();
@@ -107,6 +119,7 @@ class Supervisor {
   bool term_sent_ = false;
   bool killed_ = false;
   bool joined_ = false;
+  bool waiting_ = false;  // the last tick said the job goes on without children
 };
 
 }  // namespace chorus::run

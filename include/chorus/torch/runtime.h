@@ -17,6 +17,8 @@
 
 namespace chorus {
 
+class Job;
+
 // Joins the job described by the environment (chorusrun, torchrun, mpirun, Slurm,
 // TF_CONFIG, or a single process when none is set) and starts the engine. The first call
 // also sets glibc's malloc up for training loops (large blocks kept on the heap instead of
@@ -49,6 +51,14 @@ Engine& engine_or_default(Engine* engine);
 // Engine::unnamed(prefix): "<prefix>.noname.<n>", n counting per engine. Ranks must then
 // issue their unnamed ops in the same order (as in Horovod).
 std::string auto_name(Engine& engine, const char* prefix);
+// The runtime's Job (InvalidArgument when not initialised): chorus/elastic.h asks it
+// about the launcher's rounds.
+Job& job();
+// Elastic re-forming (chorus/elastic.h): stops the engine without shutdown()'s barrier
+// (the world may be broken), forms the job's next world (Job::reconnect) and starts an
+// engine on it with init()'s options. Throws what Job::reconnect throws (the runtime is
+// then not initialised).
+void reform_world();
 }  // namespace detail
 
 }  // namespace chorus

@@ -1,0 +1,166 @@
+"""Elastic jobs end to end: chorusrun --min-np/--max-np starts examples/elastic_fashion_mnist
+(real processes, real Fashion-MNIST), the tests SIGKILL workers or add slots through a host
+discovery script, and then read the workers' event logs (the example's --log-dir format) to
+check that nobody restarted, that every epoch visited each sample exactly once, that all
+ranks held the same parameters after every step, and how the job ended.
+CHORUSRUN and EXAMPLE name the binaries; run by pytest from ctest."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+CHORUSRUN = os.environ.get("CHORUSRUN", "chorusrun")
+EXAMPLE = os.environ.get("EXAMPLE", "elastic_fashion_mnist")
+DATA = "/usr/share/datasets/fashion-mnist"
+TRAIN = 60000
+
+pytestmark = pytest.mark.skipif(not any(Path(DATA).glob("train-images-idx3-ubyte*")),
+                                reason="dataset-fashion-mnist is not installed")
+
+
+def start(tmp_path, launcher_args, *example_args):
+    logs = tmp_path / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    cmd = [CHORUSRUN, *launcher_args, EXAMPLE, "--log-dir", str(logs), *example_args]
+    out = open(tmp_path / "chorusrun.out", "w")
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), logs
+
+
+def finish(proc, tmp_path, timeout=240):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the elastic job hung:\n" + (tmp_path / "chorusrun.out").read_text())
+    return proc.returncode, (tmp_path / "chorusrun.out").read_text()
+
+
+def events(logs):
+    """{worker id: [[word, ...], ...]} from every log."""
+    out = {}
+    for path in logs.glob("*.log"):
+        out[path.stem] = [line.split() for line in path.read_text().splitlines() if line]
+    return out
+
+
+def wait_until(predicate, timeout=120, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    pytest.fail("timed out waiting for " + what)
+
+
+def steps_of(logs, worker):
+    return sum(1 for e in events(logs).get(worker, []) if e[0] == "step")
+
+
+def pid_of(logs, worker):
+    return int(next(e for e in events(logs)[worker] if e[0] == "start")[1])
+
+
+def check_steps(all_events, epochs, dataset=TRAIN):
+    """Every committed step, as logged by every rank that took part: the ranks agree on it
+    and on the parameters after it, and each epoch's steps tile [0, dataset) exactly."""
+    steps = {}
+    for log in all_events.values():
+        for e in log:
+            if e[0] == "step":
+                key = (int(e[1]), int(e[2]))
+                steps.setdefault(key, set()).add((int(e[3]), int(e[4]), e[6]))
+    for key, seen in steps.items():
+        assert len({(end, size) for end, size, _ in seen}) == 1, (key, seen)
+        assert len({s for _, _, s in seen}) == 1, ("parameters differ after step", key, seen)
+    for epoch in range(epochs):
+        position = 0
+        for (e, begin) in sorted(k for k in steps if k[0] == epoch):
+            assert begin == position, ("samples skipped or repeated", epoch, begin, position)
+            position = next(iter(steps[(e, begin)]))[0]
+        assert position == dataset, (epoch, position)
+    return steps
+
+
+def sizes_of(all_events, worker):
+    return [int(e[1]) for e in all_events[worker] if e[0] == "reset"]
+
+
+def final_accuracy(all_events):
+    return [float(e[1]) for log in all_events.values() for e in log if e[0] == "accuracy"]
+
+
+def test_a_killed_worker_leaves_and_two_go_on_without_restarting(tmp_path):
+    base, base_logs = start(tmp_path / "base",
+                            ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
+                            "--epochs", "2")
+    code, out = finish(base, tmp_path / "base")
+    assert code == 0, out
+    (reference,) = final_accuracy(events(base_logs))
+
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
+                       "--epochs", "2", "--step-ms", "2")
+    wait_until(lambda: steps_of(logs, "w1") >= 300, what="300 steps")
+    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    assert "w1 on localhost" in out and "the job goes on with 2 workers" in out, out
+    all_events = events(logs)
+    for survivor in ("w0", "w2"):
+        assert sum(e[0] == "start" for e in all_events[survivor]) == 1  # never restarted
+        assert sizes_of(all_events, survivor) == [3, 2], all_events[survivor][:3]
+    steps = check_steps(all_events, epochs=2)
+    assert {size for seen in steps.values() for _, size, _ in seen} == {2, 3}
+    (accuracy,) = final_accuracy(all_events)
+    assert abs(accuracy - reference) <= 0.01, (accuracy, reference)
+
+
+def test_two_workers_killed_at_once(tmp_path):
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "4", "-H", "localhost:4"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w3") >= 100, what="100 steps")
+    for worker in ("w1", "w3"):
+        os.kill(pid_of(logs, worker), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0")[0] == 4 and sizes_of(all_events, "w0")[-1] == 2
+    check_steps(all_events, epochs=1)
+
+
+def test_a_host_from_the_discovery_script_joins_with_equal_parameters(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    script = f"cat {hosts}"
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "--host-discovery-script",
+                                  script, "--discovery-interval", "0.2"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w1") >= 100, what="100 steps")
+    hosts.write_text("localhost:3\n")
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0") == [2, 3], all_events["w0"][:3]
+    assert sizes_of(all_events, "w2") == [3]
+    steps = check_steps(all_events, epochs=1)  # the newcomer's sums equal everyone's
+    newcomer = [(int(e[1]), int(e[2])) for e in all_events["w2"] if e[0] == "step"]
+    assert newcomer and len(steps[newcomer[0]]) == 1
+    assert sum(e[0] == "start" for e in all_events["w0"]) == 1
+
+
+def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "2", "-H", "localhost:2",
+                                  "--elastic-timeout", "2"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w1") >= 20, what="20 steps")
+    killed_at = time.time()
+    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path, timeout=120)
+    assert code == 1, out
+    assert "below --min-np 2 for 2 s: 1 workers alive, 1 slot(s) missing" in out, out
+    assert "localhost:2 (1 failed)" in out, out
+    assert time.time() - killed_at < 60
