@@ -5,12 +5,12 @@
 //
 // A small MLP (784 -> 128 -> 10) trained with SGD; the learning rate is scaled by the
 // number of workers and rescaled at every resize. Every step is committed. With --log-dir
-// each worker appends what it did to DIR/<worker id>.log, a line per event (the elastic
-// tests read them):
+// each worker appends what it did to DIR/<worker id>.log (DIR/r<rank>.log outside an elastic
+// job), a line per event (the elastic tests and bench/elastic read them):
 //   start <pid>                          the process began
 //   reset <size> <rank>                  a new world formed
-//   step <epoch> <begin> <end> <size> <rank> <params sum>   a committed step: positions
-//                                        [begin, end) of the epoch's permutation
+//   step <epoch> <begin> <end> <size> <rank> <params sum> <unix time>   a committed step:
+//                                        positions [begin, end) of the epoch's permutation
 //   accuracy <fraction>                  test accuracy at the end (rank 0)
 #include <torch/torch.h>
 #include <unistd.h>
@@ -36,6 +36,8 @@ struct Args {
   int64_t step_ms = 0;      // extra time per step (tests: to kill mid-epoch)
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string log_dir;
+  std::string checkpoint;  // a file: rank 0 writes it, everyone starts from it
+  int64_t checkpoint_every = 100;
 };
 
 struct MlpImpl : torch::nn::Module {
@@ -53,7 +55,9 @@ class EventLog {
   explicit EventLog(const std::string& dir) {
     if (dir.empty()) return;
     const char* id = std::getenv("CHORUS_ELASTIC_ID");
-    file_ = std::fopen((dir + "/" + (id ? id : "solo") + ".log").c_str(), "a");
+    const char* rank = std::getenv("CHORUS_RANK");
+    std::string name = id ? id : "r" + std::string(rank ? rank : "0");
+    file_ = std::fopen((dir + "/" + name + ".log").c_str(), "a");
   }
   ~EventLog() {
     if (file_) std::fclose(file_);
@@ -69,6 +73,39 @@ class EventLog {
  private:
   std::FILE* file_ = nullptr;
 };
+
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// --checkpoint FILE: the model, the optimizer and the sampler's place in one file, written
+// whole and renamed into place, so a job restarted by chorusrun --max-restarts resumes
+// from the last one (bench/elastic compares that with an elastic recovery).
+void save_checkpoint(const std::string& path, Mlp& model, torch::optim::Optimizer& optimizer,
+                     const chorus::elastic::ElasticSampler& sampler) {
+  torch::serialize::OutputArchive root, m, o;
+  model->save(m);
+  optimizer.save(o);
+  root.write("model", m);
+  root.write("optimizer", o);
+  root.write("progress", torch::tensor({sampler.progress().epoch, sampler.progress().processed}));
+  root.save_to(path + ".tmp");
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+void load_checkpoint(const std::string& path, Mlp& model, torch::optim::Optimizer& optimizer,
+                     chorus::elastic::ElasticSampler& sampler) {
+  if (path.empty() || ::access(path.c_str(), R_OK) != 0) return;
+  torch::serialize::InputArchive root, m, o;
+  root.load_from(path);
+  root.read("model", m);
+  root.read("optimizer", o);
+  model->load(m);
+  optimizer.load(o);
+  torch::Tensor progress;
+  root.read("progress", progress);
+  sampler.set_progress({progress[0].item<int64_t>(), progress[1].item<int64_t>()});
+}
 
 double params_sum(Mlp& model) {
   torch::NoGradGuard no_grad;
@@ -106,16 +143,19 @@ int main(int argc, char** argv) {
   Args a;
   chorus::examples::Flags flags(argv[0],
                                 "[--epochs E] [--batch B] [--lr LR] [--train-limit N] "
-                                "[--step-ms MS] [--data DIR] [--log-dir DIR]");
+                                "[--step-ms MS] [--data DIR] [--log-dir DIR] [--checkpoint FILE] "
+                                "[--checkpoint-every STEPS]");
   flags.add("--epochs", a.epochs)
       .add("--batch", a.batch)
       .add("--lr", a.lr)
       .add("--train-limit", a.train_limit)
       .add("--step-ms", a.step_ms)
       .add("--data", a.data)
-      .add("--log-dir", a.log_dir);
+      .add("--log-dir", a.log_dir)
+      .add("--checkpoint", a.checkpoint)
+      .add("--checkpoint-every", a.checkpoint_every);
   flags.parse(argc, argv);
-  if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) flags.fail("(values)");
+  if (a.epochs < 1 || a.batch < 1 || a.lr <= 0 || a.checkpoint_every < 1) flags.fail("(values)");
 
   chorus::examples::set_threads(1);
   EventLog log(a.log_dir);
@@ -127,8 +167,9 @@ int main(int argc, char** argv) {
   torch::manual_seed(1);
   Mlp model;
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(a.lr).momentum(0.9));
-  chorus::elastic::TorchState state(*model, sgd);
   chorus::elastic::ElasticSampler sampler(train.images.size(0), a.batch, {true, 42, false});
+  load_checkpoint(a.checkpoint, model, sgd, sampler);
+  chorus::elastic::TorchState state(*model, sgd);
   state.set_sampler(&sampler);
   auto scale_lr = [&] {
     for (auto& group : sgd.param_groups()) {
@@ -139,7 +180,7 @@ int main(int argc, char** argv) {
   scale_lr();
   state.register_reset_callback(scale_lr);
 
-  chorus::elastic::run(state, [&](chorus::elastic::State&) {
+  auto train_loop = [&](chorus::elastic::State&) {
     // Wraps the optimizer on this world's engine: made anew at every (re)start.
     chorus::DistributedOptimizer opt(sgd, model->named_parameters());
     while (sampler.epoch() < a.epochs) {
@@ -154,9 +195,9 @@ int main(int argc, char** argv) {
       if (a.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_ms));
       sampler.record_step(size);
       auto logged = [&, epoch = sampler.epoch(), end = sampler.processed()] {
-        log.say("step %lld %lld %lld %d %d %.9g", static_cast<long long>(epoch),
+        log.say("step %lld %lld %lld %d %d %.9g %.6f", static_cast<long long>(epoch),
                 static_cast<long long>(begin), static_cast<long long>(end), size, rank,
-                params_sum(model));
+                params_sum(model), unix_time());
       };
       // commit() saves before it asks about new workers, which may throw: the step is
       // committed either way.
@@ -167,8 +208,18 @@ int main(int argc, char** argv) {
         throw;
       }
       logged();
+      if (!a.checkpoint.empty() && rank == 0 && state.commits() % a.checkpoint_every == 0) {
+        save_checkpoint(a.checkpoint, model, sgd, sampler);
+      }
     }
-  });
+  };
+  try {
+    chorus::elastic::run(state, train_loop);
+  } catch (const chorus::Error& e) {
+    // Outside an elastic job a lost worker ends the attempt (chorusrun --max-restarts).
+    std::fprintf(stderr, "training failed: %s\n", e.what());
+    return 1;
+  }
   const double acc = accuracy(model, test);
   if (chorus::rank() == 0) {
     log.say("accuracy %.4f", acc);
