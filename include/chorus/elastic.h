@@ -127,6 +127,14 @@ class State {
   std::vector<std::function<void()>> reset_callbacks_;
 };
 
+// Collective: whether the launcher has published a new membership since this world
+// formed, as every rank agrees (one 8-byte allreduce of each rank's view). False outside
+// an elastic job. REQUIRES: chorus::init().
+bool hosts_updated();
+// Whether the world communicator is broken, i.e. a failed collective meant a worker gone
+// (or silent) rather than the program's own error. REQUIRES: chorus::init().
+bool world_failed();
+
 // Calls train(state) until it returns, riding out resizes as described at the top.
 // REQUIRES: chorus::init() (InvalidArgument otherwise). Throws what train throws that is
 // not a failure of the world (an IoError or TimeoutError while the world communicator is

@@ -65,16 +65,20 @@ int64_t allreduce_one(const char* name, int64_t value, ReduceOp op) {
   return value;
 }
 
-// A communication failure: the world communicator is broken (a worker gone or silent).
+}  // namespace
+
 bool world_failed() {
   try {
     return detail::job().world().broken();
   } catch (const Error&) {
-    return true;
+    return true;  // no world at all
   }
 }
 
-}  // namespace
+bool hosts_updated() {
+  const int64_t changed = detail::job().newer_round_published() ? 1 : 0;
+  return allreduce_one("elastic.host_updates", changed, ReduceOp::kMax) != 0;
+}
 
 void State::commit() {
   save();
@@ -92,10 +96,7 @@ void State::restore() {
 }
 
 void State::check_host_updates() {
-  const int64_t changed = detail::job().newer_round_published() ? 1 : 0;
-  if (allreduce_one("elastic.host_updates", changed, ReduceOp::kMax) != 0) {
-    throw HostsUpdatedInterrupt("the launcher changed the job's workers");
-  }
+  if (hosts_updated()) throw HostsUpdatedInterrupt("the launcher changed the job's workers");
 }
 
 void State::sync() {

@@ -14,20 +14,27 @@ from pathlib import Path
 import pytest
 
 CHORUSRUN = os.environ.get("CHORUSRUN", "chorusrun")
+PYTHON_DIR = os.environ.get("CHORUS_PYTHON_DIR", "")  # where chorus.torch is built
 EXAMPLE = os.environ.get("EXAMPLE", "elastic_fashion_mnist")
 DATA = "/usr/share/datasets/fashion-mnist"
 TRAIN = 60000
 
-pytestmark = pytest.mark.skipif(not any(Path(DATA).glob("train-images-idx3-ubyte*")),
+needs_data = pytest.mark.skipif(not any(Path(DATA).glob("train-images-idx3-ubyte*")),
                                 reason="dataset-fashion-mnist is not installed")
 
 
-def start(tmp_path, launcher_args, *example_args):
+def start(tmp_path, launcher_args, *example_args, program=None, env=None):
+    """chorusrun LAUNCHER_ARGS with the C++ example (or `program`, given the log
+    directory as its first argument) and its arguments."""
     logs = tmp_path / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    cmd = [CHORUSRUN, *launcher_args, EXAMPLE, "--log-dir", str(logs), *example_args]
+    if program is None:
+        program = [EXAMPLE, "--log-dir", str(logs)]
+    else:
+        program = [*program, str(logs)]
+    cmd = [CHORUSRUN, *launcher_args, *program, *example_args]
     out = open(tmp_path / "chorusrun.out", "w")
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), logs
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), logs
 
 
 def finish(proc, tmp_path, timeout=240):
@@ -94,6 +101,7 @@ def final_accuracy(all_events):
     return [float(e[1]) for log in all_events.values() for e in log if e[0] == "accuracy"]
 
 
+@needs_data
 def test_a_killed_worker_leaves_and_two_go_on_without_restarting(tmp_path):
     base, base_logs = start(tmp_path / "base",
                             ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
@@ -119,6 +127,7 @@ def test_a_killed_worker_leaves_and_two_go_on_without_restarting(tmp_path):
     assert abs(accuracy - reference) <= 0.01, (accuracy, reference)
 
 
+@needs_data
 def test_two_workers_killed_at_once(tmp_path):
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "4", "-H", "localhost:4"],
                        "--step-ms", "4")
@@ -132,6 +141,7 @@ def test_two_workers_killed_at_once(tmp_path):
     check_steps(all_events, epochs=1)
 
 
+@needs_data
 def test_a_host_from_the_discovery_script_joins_with_equal_parameters(tmp_path):
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost:2\n")
@@ -152,6 +162,7 @@ def test_a_host_from_the_discovery_script_joins_with_equal_parameters(tmp_path):
     assert sum(e[0] == "start" for e in all_events["w0"]) == 1
 
 
+@needs_data
 def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "2", "-H", "localhost:2",
                                   "--elastic-timeout", "2"],
@@ -164,3 +175,31 @@ def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
     assert "below --min-np 2 for 2 s: 1 workers alive, 1 slot(s) missing" in out, out
     assert "localhost:2 (1 failed)" in out, out
     assert time.time() - killed_at < 60
+
+
+@pytest.mark.skipif(not PYTHON_DIR, reason="chorus.torch is not built")
+def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):
+    """Horovod's elastic API (hvd.elastic.run, TorchState, ElasticSampler, a
+    DistributedOptimizer built once) in train_elastic.py; one worker SIGKILLed."""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    script = ["/usr/bin/python3", str(Path(__file__).with_name("train_elastic.py"))]
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
+                       "6", "0.004", program=script, env=env)
+    wait_until(lambda: steps_of(logs, "w1") >= 60, what="60 steps")
+    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    sums = {}
+    for worker in ("w0", "w2"):
+        log = all_events[worker]
+        assert sum(e[0] == "start" for e in log) == 1, log[:3]
+        assert sizes_of(all_events, worker) == [3, 2], [e for e in log if e[0] == "reset"]
+        (loss,) = [float(e[1]) for e in log if e[0] == "done"]
+        assert loss < 1e-3, loss  # the regression converged across the resize
+    for log in all_events.values():
+        for e in log:
+            if e[0] == "step":
+                sums.setdefault(int(e[2]), set()).add(e[6])
+    assert all(len(s) == 1 for s in sums.values()), "parameters differ after a commit"
+    assert {int(e[4]) for log in all_events.values() for e in log if e[0] == "step"} == {2, 3}

@@ -34,3 +34,4 @@ from chorus.torch.optimizer import DistributedOptimizer
 from chorus.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                        remove_process_set)
 from chorus.torch.sync_batch_norm import SyncBatchNorm
+from chorus.torch import elastic  # noqa: E402  (hvd.elastic: uses the names above)

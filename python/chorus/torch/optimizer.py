@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
+from chorus.torch import _ops
 from chorus.torch.buckets import GradientBuckets
 from chorus.torch.compression import Compression
 from chorus.torch.ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
@@ -67,9 +68,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group = {}
         self._group_counts = {}
         self._buckets = None
-        if self.process_set.included() and size() > 1:
+        # In an elastic job the world may grow from one rank, and newcomers build their
+        # optimizer while the others keep theirs: hooks always, and no buckets (their
+        # shared memory is one world's, allocated by every rank at construction).
+        elastic = _ops.elastic_enabled()
+        if self.process_set.included() and (size() > 1 or elastic):
             self._register_hooks()
-            self._request_buckets(bucket_bytes)
+            self._request_buckets(0 if elastic else bucket_bytes)
 
     def _names(self, named_parameters):
         """{parameter: name}, checked as Horovod checks them."""
@@ -270,6 +275,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._group_counts[group] = 0
         self._handles.clear()
         self._synchronized = True
+
+    def _elastic_reset(self):
+        """chorus.torch.elastic re-formed the world: the old world's reductions are gone."""
+        self._handles.clear()
+        self._allreduce_delay = {p: self.backward_passes_per_step for p in self._parameter_names}
+        for group in self._group_counts:
+            self._group_counts[group] = 0
+        self._synchronized = False
 
     def _start(self, p):
         """synchronize()'s start of a reduction no hook started."""
