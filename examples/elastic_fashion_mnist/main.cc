@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -38,6 +39,7 @@ struct Args {
   std::string log_dir;
   std::string checkpoint;  // a file: rank 0 writes it, everyone starts from it
   int64_t checkpoint_every = 100;
+  std::string die_in_reset;  // tests: this worker SIGKILLs itself in its first reset
 };
 
 struct MlpImpl : torch::nn::Module {
@@ -153,7 +155,8 @@ int main(int argc, char** argv) {
       .add("--data", a.data)
       .add("--log-dir", a.log_dir)
       .add("--checkpoint", a.checkpoint)
-      .add("--checkpoint-every", a.checkpoint_every);
+      .add("--checkpoint-every", a.checkpoint_every)
+      .add("--die-in-reset", a.die_in_reset);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.lr <= 0 || a.checkpoint_every < 1) flags.fail("(values)");
 
@@ -179,6 +182,9 @@ int main(int argc, char** argv) {
   };
   scale_lr();
   state.register_reset_callback(scale_lr);
+  // Tests: a failure while the others re-form and sync (the callbacks run just before it).
+  const char* id = std::getenv("CHORUS_ELASTIC_ID");
+  if (id && a.die_in_reset == id) state.register_reset_callback([] { ::raise(SIGKILL); });
 
   auto train_loop = [&](chorus::elastic::State&) {
     // Wraps the optimizer on this world's engine: made anew at every (re)start.

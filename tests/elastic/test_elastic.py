@@ -177,6 +177,58 @@ def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
     assert time.time() - killed_at < 60
 
 
+@needs_data
+def test_a_failure_while_the_others_sync_is_one_more_resize(tmp_path):
+    """w3 is killed; w1 then dies in its reset callback, while w0 and w2 are re-forming and
+    syncing: they fail in the sync and go on at 2."""
+    proc, logs = start(tmp_path, ["--min-np", "1", "--max-np", "4", "-H", "localhost:4"],
+                       "--step-ms", "4", "--die-in-reset", "w1")
+    wait_until(lambda: steps_of(logs, "w3") >= 100, what="100 steps")
+    os.kill(pid_of(logs, "w3"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0")[0] == 4 and sizes_of(all_events, "w0")[-1] == 2, out
+    assert "w1 on localhost" in out, out
+    check_steps(all_events, epochs=1)
+
+
+@needs_data
+def test_a_newcomer_arriving_while_the_others_recover_joins_them(tmp_path):
+    """A slot appears in the discovery script at the moment a worker is killed: the
+    newcomer joins while the survivors re-form and sync (Horovod #2652)."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:3\n")
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                                  f"cat {hosts}", "--discovery-interval", "0.05"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w1") >= 100, what="100 steps")
+    hosts.write_text("localhost:4\n")
+    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0")[0] == 3 and sizes_of(all_events, "w0")[-1] == 3, out
+    assert "w3" in all_events and sizes_of(all_events, "w3")[-1] == 3
+    check_steps(all_events, epochs=1)
+
+
+@needs_data
+def test_the_last_worker_of_a_host_going_leaves_a_one_host_job(tmp_path):
+    """Two hosts to the mesh (localhost and 127.0.0.1 have different host ids: shared
+    memory within, TCP between); the only worker on 127.0.0.1 is killed."""
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H",
+                                  "localhost:2,127.0.0.1:1"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w2") >= 100, what="100 steps")
+    os.kill(pid_of(logs, "w2"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    assert "w2 on 127.0.0.1" in out, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0") == [3, 2]
+    check_steps(all_events, epochs=1)
+
 @pytest.mark.skipif(not PYTHON_DIR, reason="chorus.torch is not built")
 def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):
     """Horovod's elastic API (hvd.elastic.run, TorchState, ElasticSampler, a
