@@ -229,6 +229,22 @@ def test_the_last_worker_of_a_host_going_leaves_a_one_host_job(tmp_path):
     assert sizes_of(all_events, "w0") == [3, 2]
     check_steps(all_events, epochs=1)
 
+@needs_data
+def test_a_failed_slot_gets_a_new_worker_after_the_cooldown(tmp_path):
+    """--blacklist-cooldown 1: w1's slot is unused for a second, then w3 starts there and
+    the job grows back to 3."""
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3",
+                                  "--blacklist-cooldown", "1"],
+                       "--step-ms", "4", "--epochs", "2")
+    wait_until(lambda: steps_of(logs, "w1") >= 100, what="100 steps")
+    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0") == [3, 2, 3], out
+    assert sizes_of(all_events, "w3") == [3]
+    check_steps(all_events, epochs=2)
+
 @pytest.mark.skipif(not PYTHON_DIR, reason="chorus.torch is not built")
 def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):
     """Horovod's elastic API (hvd.elastic.run, TorchState, ElasticSampler, a

@@ -153,16 +153,15 @@ ExitDecision ElasticJob::on_exit(const Child& child, const std::string& what) {
     return {};
   }
   failures_[child.host].push_back(Clock::now());
-  if (static_cast<int>(live_.size()) >= plan_.options.min_np && !finishing_) {
-    publish(child.label + " failed");
-  }
+  // Also while finishing: the others may still need a world to end their last steps in.
+  if (static_cast<int>(live_.size()) >= plan_.options.min_np) publish(child.label + " failed");
   return {ExitDecision::Action::kContinue,
           what + "; the job goes on with " + std::to_string(live_.size()) + " workers"};
 }
 
 TickResult ElasticJob::tick(std::vector<std::unique_ptr<LineRelay>>& relays) {
   TickResult t;
-  if (round_ >= 0 && !finishing_ && store_.check({er::request_key(round_)})) {
+  if (round_ >= 0 && store_.check({er::request_key(round_)})) {
     publish("a worker asked for a new round");
   }
   if (!plan_.options.discovery_script.empty() && Clock::now() >= next_discovery_) discover();
