@@ -72,6 +72,12 @@ def pid_of(logs, worker):
     return int(next(e for e in events(logs)[worker] if e[0] == "start")[1])
 
 
+def kill_after(logs, worker, steps):
+    """SIGKILLs `worker` once it has committed `steps` steps."""
+    wait_until(lambda: steps_of(logs, worker) >= steps, what=f"{steps} steps of {worker}")
+    os.kill(pid_of(logs, worker), signal.SIGKILL)
+
+
 def check_steps(all_events, epochs, dataset=TRAIN):
     """Every committed step, as logged by every rank that took part: the ranks agree on it
     and on the parameters after it, and each epoch's steps tile [0, dataset) exactly."""
@@ -112,8 +118,7 @@ def test_a_killed_worker_leaves_and_two_go_on_without_restarting(tmp_path):
 
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
                        "--epochs", "2", "--step-ms", "2")
-    wait_until(lambda: steps_of(logs, "w1") >= 300, what="300 steps")
-    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    kill_after(logs, "w1", 300)
     code, out = finish(proc, tmp_path)
     assert code == 0, out
     assert "w1 on localhost" in out and "the job goes on with 2 workers" in out, out
@@ -183,8 +188,7 @@ def test_a_failure_while_the_others_sync_is_one_more_resize(tmp_path):
     syncing: they fail in the sync and go on at 2."""
     proc, logs = start(tmp_path, ["--min-np", "1", "--max-np", "4", "-H", "localhost:4"],
                        "--step-ms", "4", "--die-in-reset", "w1")
-    wait_until(lambda: steps_of(logs, "w3") >= 100, what="100 steps")
-    os.kill(pid_of(logs, "w3"), signal.SIGKILL)
+    kill_after(logs, "w3", 100)
     code, out = finish(proc, tmp_path)
     assert code == 0, out
     all_events = events(logs)
@@ -220,8 +224,7 @@ def test_the_last_worker_of_a_host_going_leaves_a_one_host_job(tmp_path):
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H",
                                   "localhost:2,127.0.0.1:1"],
                        "--step-ms", "4")
-    wait_until(lambda: steps_of(logs, "w2") >= 100, what="100 steps")
-    os.kill(pid_of(logs, "w2"), signal.SIGKILL)
+    kill_after(logs, "w2", 100)
     code, out = finish(proc, tmp_path)
     assert code == 0, out
     assert "w2 on 127.0.0.1" in out, out
@@ -236,8 +239,7 @@ def test_a_failed_slot_gets_a_new_worker_after_the_cooldown(tmp_path):
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3",
                                   "--blacklist-cooldown", "1"],
                        "--step-ms", "4", "--epochs", "2")
-    wait_until(lambda: steps_of(logs, "w1") >= 100, what="100 steps")
-    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    kill_after(logs, "w1", 100)
     code, out = finish(proc, tmp_path)
     assert code == 0, out
     all_events = events(logs)
@@ -253,8 +255,7 @@ def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):
     script = ["/usr/bin/python3", str(Path(__file__).with_name("train_elastic.py"))]
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
                        "6", "0.004", program=script, env=env)
-    wait_until(lambda: steps_of(logs, "w1") >= 60, what="60 steps")
-    os.kill(pid_of(logs, "w1"), signal.SIGKILL)
+    kill_after(logs, "w1", 60)
     code, out = finish(proc, tmp_path)
     assert code == 0, out
     all_events = events(logs)
