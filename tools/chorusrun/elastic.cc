@@ -127,6 +127,10 @@ Child ElasticJob::start_worker(const std::string& host,
       {"CHORUS_ELASTIC_ID", id},
       {"CHORUS_STORE_ADDR", net::Endpoint{plan_.store_host, plan_.store_port}.to_string()},
       {"CHORUS_HOST_ID", host},
+      // What Horovod's elastic driver tells its workers: the host, and the rank the worker
+      // starts with (its place in the next round: newcomers come after everyone).
+      {"HOROVOD_HOSTNAME", host},
+      {"HOROVOD_RANK", std::to_string(live_.size())},
       // Workers wait for a round a little longer than the launcher waits for slots.
       {"CHORUS_ELASTIC_TIMEOUT_SECONDS",
        std::to_string(static_cast<int64_t>(o.elastic_timeout) + 30)},
