@@ -14,6 +14,10 @@
 // ps tasks from TF_CONFIG, or all started by `chorusrun --ps 2 -np 2 keras_fashion_mnist
 // --strategy ps`), with --ps-mode async|sync|ssp (--staleness S for ssp).
 //
+// With --elastic (under chorusrun --min-np/--max-np) fit rides out workers leaving and
+// joining (docs/elastic.md); give --global-batch, a multiple of every worker count the
+// job may have: each worker's share of it changes with the count.
+//
 // With --side-eval DIR the process is a side evaluator instead: it evaluates every new
 // checkpoint that a training run with --checkpoint-dir DIR commits, beside the training.
 #include <unistd.h>
@@ -31,8 +35,10 @@ namespace {
 
 struct Args {
   int epochs = 3;
-  int64_t batch = 64;  // per replica
-  double lr = 0.01;    // for one replica; x replicas
+  int64_t batch = 64;        // per replica
+  int64_t global_batch = 0;  // 0: batch x replicas
+  bool elastic = false;
+  double lr = 0.01;  // for one replica; x replicas
   double momentum = 0.9;
   int64_t steps_per_epoch = -1;  // -1: whole epochs
   int64_t train_samples = 0;     // 0: all 60000
@@ -59,7 +65,7 @@ Args parse(int argc, char** argv) {
       "[--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
       "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
       "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
-      "  [--threads T] [--verbose 0|1|2] [--data DIR]\n"
+      "  [--threads T] [--verbose 0|1|2] [--data DIR] [--elastic --global-batch G]\n"
       "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]\n"
       "   [--ps_hosts H:P,.. --worker_hosts H:P,.. --chief_host H:P --job_name J --task_index I]]\n"
       "  [--side-eval CHECKPOINT_DIR [--last-step S]]");
@@ -87,7 +93,9 @@ Args parse(int argc, char** argv) {
       .add("--worker_hosts", a.worker_hosts)
       .add("--chief_host", a.chief_host)
       .add("--job_name", a.job_name)
-      .add("--task_index", a.task_index);
+      .add("--task_index", a.task_index)
+      .add("--global-batch", a.global_batch)
+      .add_switch("--elastic", a.elastic);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
   if (a.strategy != "mwms" && a.strategy != "ps") flags.fail("--strategy");
@@ -140,8 +148,9 @@ int train(const Args& args) {
   std::unique_ptr<Strategy> owned = make_strategy(args);
   Strategy& strategy = *owned;
   const int replicas = strategy.num_replicas_in_sync();
-  const int64_t global_batch = args.batch * replicas;
-  const double lr = args.lr * replicas;  // linear scaling with the global batch
+  const int64_t global_batch = args.global_batch > 0 ? args.global_batch : args.batch * replicas;
+  // Linear scaling with the global batch (which an elastic job keeps as workers come and go).
+  const double lr = args.lr * static_cast<double>(global_batch) / static_cast<double>(args.batch);
   std::printf("%s %d of %d: pid %d\n", strategy.is_chief() ? "chief" : "worker",
               strategy.worker_index(), strategy.num_workers(), getpid());
   std::fflush(stdout);
@@ -166,6 +175,7 @@ int train(const Args& args) {
   fit.steps_per_epoch = args.steps_per_epoch;
   fit.validation_data = test_data;
   fit.verbose = args.verbose;
+  fit.elastic = args.elastic;
   if (!args.backup_dir.empty()) {
     BackupAndRestoreOptions o;
     o.save_freq_steps = args.save_freq;
@@ -187,8 +197,9 @@ int train(const Args& args) {
   History history = trainer.fit(train_data, fit);
   if (strategy.is_chief() && !history.epochs.empty()) {
     const Logs& last = history.epochs.back();
-    std::printf("final: loss %.4f accuracy %.4f val_loss %.4f val_accuracy %.4f\n", last.at("loss"),
-                last.at("accuracy"), last.at("val_loss"), last.at("val_accuracy"));
+    std::printf("final: loss %.4f accuracy %.4f val_loss %.4f val_accuracy %.4f workers %d\n",
+                last.at("loss"), last.at("accuracy"), last.at("val_loss"), last.at("val_accuracy"),
+                strategy.num_workers());
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 
 #include "chorus/error.h"
+#include "chorus/job.h"
 #include "chorus/torch/broadcast.h"
 #include "chorus/torch/optimizer.h"
 #include "chorus/torch/runtime.h"
@@ -146,7 +147,7 @@ ReplicatedModel Strategy::make_model(const ModelFactory& factory) {
                      "make_model: the factory returned a Model without module or forward");
   }
   ReplicatedModel model(std::move(replicas), /*shared_variables=*/false);
-  if (engine_) broadcast_parameters(model.module(), 0, engine_);
+  if (engine_ && !elastic()) broadcast_parameters(model.module(), 0, engine_);
   model.sync_replicas();
   return model;
 }
@@ -162,6 +163,19 @@ GradientUpdater Strategy::make_updater(ReplicatedModel& model,
     return GradientUpdater(std::make_unique<WorkerSync>(model, optimizer, engine_));
   }
   return GradientUpdater(std::make_unique<LocalSync>(model, optimizer));
+}
+
+void Strategy::rejoin() {
+  CHORUS_THROW(InvalidArgument, name(),
+               " cannot follow an elastic job's resizes: use MultiWorkerMirroredStrategy "
+               "on chorus::init()'s runtime under chorusrun --min-np (docs/elastic.md)");
+}
+
+void Strategy::set_workers(int num_workers, int worker_index, Engine* engine) {
+  num_workers_ = num_workers;
+  worker_index_ = worker_index;
+  engine_ = engine;
+  collective_counter_ = 0;
 }
 
 void Strategy::run_each(const std::function<void(ReplicaContext&)>& fn) {
@@ -292,13 +306,24 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy()
     : MultiWorkerMirroredStrategy(join_job_if_needed()) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(bool owns_runtime)
-    : Strategy(chorus::size(), chorus::rank(), 1, &default_engine()), owns_runtime_(owns_runtime) {}
+    : Strategy(chorus::size(), chorus::rank(), 1, &default_engine()),
+      owns_runtime_(owns_runtime),
+      on_runtime_(true) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Engine& engine)
     : Strategy(engine.size(), engine.rank(), 1, &engine), owns_runtime_(false) {}
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
   if (owns_runtime_) shutdown();
+}
+
+bool MultiWorkerMirroredStrategy::elastic() const {
+  return on_runtime_ && initialized() && detail::job().elastic();
+}
+
+void MultiWorkerMirroredStrategy::rejoin() {
+  if (!elastic()) Strategy::rejoin();
+  set_workers(chorus::size(), chorus::rank(), &default_engine());
 }
 
 }  // namespace chorus

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "chorus/elastic.h"
 #include "chorus/error.h"
 #include "chorus/report.h"
+#include "chorus/torch/elastic_state.h"
 #include "train/progress_bar.h"
 #include "util/log.h"
 
@@ -177,6 +179,7 @@ Logs Trainer::run_epoch(TrainContext& ctx, const StepSource& next_step,
     if (reporting_) report_step(total, running);
     for (auto& c : callbacks) c->on_train_batch_end(ctx, running);
     if (show) bar.update(ctx.step, running);
+    if (commit_) commit_(ctx);
   }
   Logs logs = to_logs(strategy_.sum_across_workers(epoch.values), "");
   if (show) bar.finish(ctx.step, logs);
@@ -230,26 +233,41 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
   updater_.zero_grad();
   for (auto& c : callbacks) c->on_train_begin(ctx);
 
-  // Where to start: BackupAndRestore may have moved ctx.initial_epoch / initial_step.
-  const bool chief_prints = strategy_.is_chief() && options.verbose > 0;
   History history;
   Logs last;
+  if (options.elastic) {
+    fit_elastic(loop, ctx, steps, options, history, last);
+  } else {
+    run_epochs(ctx, *steps, options, history, last);
+  }
+  steps->end();
+  for (auto& c : callbacks) c->on_train_end(ctx, last);
+  return history;
+}
+
+void Trainer::run_epochs(TrainContext& ctx, TrainSteps& steps, FitOptions& options,
+                         History& history, Logs& last) {
+  auto& callbacks = options.callbacks;
+  // Where to start: BackupAndRestore (or an elastic sync) may have moved ctx.initial_epoch
+  // and initial_step.
+  const bool chief_prints = strategy_.is_chief() && options.verbose > 0;
   for (ctx.epoch = ctx.initial_epoch; ctx.epoch < options.epochs && !ctx.stop_training;
        ++ctx.epoch) {
     ctx.step = ctx.epoch == ctx.initial_epoch ? ctx.initial_step : 0;
-    steps->begin_epoch(ctx);
+    steps.begin_epoch(ctx);
     if (chief_prints && options.verbose == 1) {
       std::printf("Epoch %d/%d\n", ctx.epoch + 1, options.epochs);
       std::fflush(stdout);
     }
     for (auto& c : callbacks) c->on_epoch_begin(ctx);
     const StepSource next_step = [&]() -> std::optional<StepSums> {
-      std::optional<std::vector<double>> sums = steps->next();
+      std::optional<std::vector<double>> sums = steps.next();
       if (!sums) return std::nullopt;
       return StepSums{std::move(*sums)};
     };
     Logs logs = run_epoch(ctx, next_step, callbacks, options.verbose);
     if (ctx.steps_per_epoch < 0) ctx.steps_per_epoch = ctx.step;  // the first pass's length
+    if (commit_) commit_(ctx);  // the epoch's steps are done (an elastic fit)
     if (options.validation_data) {
       Logs val =
           evaluate(*options.validation_data, options.validation_steps, 0, options.shard_policy);
@@ -264,9 +282,6 @@ History Trainer::fit(const Dataset& train, FitOptions options) {
     history.epochs.push_back(logs);
     last = logs;
   }
-  steps->end();
-  for (auto& c : callbacks) c->on_train_end(ctx, last);
-  return history;
 }
 
 Logs Trainer::evaluate(const Dataset& data, int64_t steps, int verbose,
@@ -314,6 +329,48 @@ at::Tensor Trainer::predict(const Dataset& data, int64_t steps) {
   model_.train(true);
   CHORUS_CHECK_ARG(!outputs.empty(), "predict: the dataset yielded no batch");
   return at::cat(outputs, 0);
+}
+
+// ---- FitOptions::elastic (docs/elastic.md): the epochs under chorus::elastic::run ----
+
+void Trainer::fit_elastic(const TrainLoop& loop, TrainContext& ctx,
+                          std::unique_ptr<TrainSteps>& steps, FitOptions& options, History& history,
+                          Logs& last) {
+  CHORUS_CHECK_ARG(strategy_.elastic(),
+                   "fit: elastic needs MultiWorkerMirroredStrategy on "
+                   "chorus::init()'s runtime in an elastic job (chorusrun --min-np ...; "
+                   "docs/elastic.md), not ",
+                   strategy_.name(), " here");
+  elastic::TorchState state(model_.module(), optimizer_);
+  // Where the last committed step left off: after the epoch's last step, the next epoch.
+  commit_ = [&](const TrainContext& c) {
+    const bool epoch_done = c.steps_per_epoch > 0 && c.step >= c.steps_per_epoch;
+    state.value("epoch") = epoch_done ? c.epoch + 1 : c.epoch;
+    state.value("step") = epoch_done ? 0 : c.step;
+    state.value("global_step") = c.global_step;
+    state.commit();
+  };
+  // The new world's shards, updater and step source (the global batch stays as it is:
+  // each worker's share of it changes).
+  state.register_reset_callback([&] {
+    strategy_.rejoin();
+    updater_ = strategy_.make_updater(model_, optimizer_);
+    steps = strategy_.make_train_steps(loop, ctx);
+  });
+  try {
+    elastic::run(state, [&](elastic::State&) {
+      ctx.initial_epoch = static_cast<int>(state.value("epoch"));
+      ctx.initial_step = state.value("step");
+      ctx.global_step = state.value("global_step");
+      model_.sync_replicas();
+      updater_.zero_grad();
+      run_epochs(ctx, *steps, options, history, last);
+    });
+  } catch (...) {
+    commit_ = nullptr;
+    throw;
+  }
+  commit_ = nullptr;
 }
 
 }  // namespace chorus

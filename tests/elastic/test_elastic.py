@@ -16,6 +16,7 @@ import pytest
 CHORUSRUN = os.environ.get("CHORUSRUN", "chorusrun")
 PYTHON_DIR = os.environ.get("CHORUS_PYTHON_DIR", "")  # where chorus.torch is built
 EXAMPLE = os.environ.get("EXAMPLE", "elastic_fashion_mnist")
+KERAS = os.environ.get("KERAS_EXAMPLE", "keras_fashion_mnist")
 DATA = "/usr/share/datasets/fashion-mnist"
 TRAIN = 60000
 
@@ -246,6 +247,55 @@ def test_a_failed_slot_gets_a_new_worker_after_the_cooldown(tmp_path):
     assert sizes_of(all_events, "w0") == [3, 2, 3], out
     assert sizes_of(all_events, "w3") == [3]
     check_steps(all_events, epochs=2)
+
+def keras_job(tmp_path, launcher_args, kill=None):
+    """keras_fashion_mnist --elastic (Trainer.fit, MultiWorkerMirroredStrategy) under
+    chorusrun; `kill`: the worker to SIGKILL once the first epoch has ended."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out_path = tmp_path / "chorusrun.out"
+    cmd = [CHORUSRUN, *launcher_args, KERAS, "--elastic", "--global-batch", "96",
+           "--train-samples", "3000", "--test-samples", "1000", "--epochs", "3",
+           "--verbose", "2"]
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if kill:
+        wait_until(lambda: "epoch 1/3" in out_path.read_text(), what="the first epoch")
+        line = next(l for l in out_path.read_text().splitlines()
+                    if l.startswith(f"[{kill}]") and ": pid " in l)
+        os.kill(int(line.rsplit(" ", 1)[1]), signal.SIGKILL)
+    return finish(proc, tmp_path)
+
+
+def final_line(out):
+    (line,) = [l for l in out.splitlines() if "final: loss" in l]
+    words = line.split()
+    return float(words[words.index("val_accuracy") + 1]), int(words[-1])
+
+
+@needs_data
+def test_trainer_fit_elastic_goes_on_at_two_with_the_same_updates(tmp_path):
+    """Trainer.fit(elastic) keeps the global batch: a step's update is the same at any
+    worker count, so losing a worker leaves the result as it was."""
+    launcher = ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"]
+    code, out = keras_job(tmp_path / "base", launcher)
+    assert code == 0, out
+    reference, workers = final_line(out)
+    assert workers == 3
+    code, out = keras_job(tmp_path / "killed", launcher, kill="w2")
+    assert code == 0, out
+    accuracy, workers = final_line(out)
+    assert workers == 2, out
+    for survivor in ("w0", "w1"):
+        assert sum(l.startswith(f"[{survivor}]") and ": pid " in l
+                   for l in out.splitlines()) == 1, out  # never restarted
+    assert abs(accuracy - reference) <= 0.01, (accuracy, reference)
+
+
+@needs_data
+def test_trainer_fit_elastic_outside_an_elastic_job_is_refused(tmp_path):
+    code, out = keras_job(tmp_path, ["-np", "2"])
+    assert code != 0
+    assert "fit: elastic needs MultiWorkerMirroredStrategy" in out, out
 
 @pytest.mark.skipif(not PYTHON_DIR, reason="chorus.torch is not built")
 def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):

@@ -178,8 +178,18 @@ class Strategy {
   // worker, whose chief evaluates alone). Default: true.
   virtual bool runs_evaluation() const { return true; }
 
+  // ---- elastic fit (FitOptions::elastic, docs/elastic.md) ----
+  // Whether Trainer::fit can ride out workers leaving and joining under this strategy:
+  // MultiWorkerMirroredStrategy on chorus::init()'s runtime in an elastic job.
+  virtual bool elastic() const { return false; }
+  // After the runtime re-formed its world (chorus/elastic.h): takes the new worker count,
+  // index and engine. InvalidArgument unless elastic().
+  virtual void rejoin();
+
  protected:
   Strategy(int num_workers, int worker_index, int local_replicas, Engine* engine);
+  // A new world: its workers, this worker's index, its engine; collective names restart.
+  void set_workers(int num_workers, int worker_index, Engine* engine);
   void run_each(const std::function<void(ReplicaContext&)>& fn);
 
  private:
@@ -221,10 +231,16 @@ class MultiWorkerMirroredStrategy : public Strategy {
   explicit MultiWorkerMirroredStrategy(Engine& engine);
   ~MultiWorkerMirroredStrategy() override;
   std::string name() const override { return "MultiWorkerMirroredStrategy"; }
+  // In an elastic job (and not on an engine given to the constructor). There make_model
+  // does not broadcast the chief's values: a worker that joins later would broadcast
+  // alone; the elastic fit syncs the model from the worker that trained most instead.
+  bool elastic() const override;
+  void rejoin() override;
 
  private:
   explicit MultiWorkerMirroredStrategy(bool owns_runtime);
   bool owns_runtime_;
+  bool on_runtime_ = false;  // uses chorus::init()'s engine (not one given)
 };
 
 }  // namespace chorus

@@ -47,6 +47,12 @@ struct FitOptions {
   // 0 silent, 1 progress bar (chief only), 2 one line per epoch (chief only).
   int verbose = 1;
   AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
+  // Ride out workers that leave or join (docs/elastic.md): every step is committed in
+  // memory; when a worker is lost the others roll back to their last step, re-form and go
+  // on; newcomers join at the next step. MultiWorkerMirroredStrategy in an elastic job
+  // only (InvalidArgument otherwise); the global batch must divide by every worker count
+  // the job may have (kData sharding then resumes exactly where the step sequence was).
+  bool elastic = false;
 };
 
 struct History {
@@ -87,6 +93,12 @@ class Trainer {
   using StepSource = std::function<std::optional<StepSums>()>;  // nullopt: data ran out
   Logs run_epoch(TrainContext& ctx, const StepSource& next_step,
                  std::vector<std::shared_ptr<Callback>>& callbacks, int verbose);
+  // fit's epochs from ctx.initial_epoch / initial_step; appends to `history`.
+  void run_epochs(TrainContext& ctx, TrainSteps& steps, FitOptions& options, History& history,
+                  Logs& last);
+  // run_epochs under chorus::elastic::run (trainer_elastic.cc).
+  void fit_elastic(const TrainLoop& loop, TrainContext& ctx, std::unique_ptr<TrainSteps>& steps,
+                   FitOptions& options, History& history, Logs& last);
   // One step's figures to chorus::report, `total_seconds` from asking for the step to its end.
   void report_step(double total_seconds, const Logs& running);
 
@@ -104,6 +116,8 @@ class Trainer {
   int64_t step_samples_ = 0;
   uint64_t gradient_bytes_ = 0;    // reduced per step across workers
   uint64_t gradient_tensors_ = 0;  // in that many tensors
+  // An elastic fit's commit after every step and at every epoch's end; empty otherwise.
+  std::function<void(const TrainContext&)> commit_;
 };
 
 }  // namespace chorus
