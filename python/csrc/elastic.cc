@@ -14,8 +14,9 @@ namespace py = pybind11;
 namespace chorus::python {
 
 void define_elastic(py::module_& m) {
-  m.def("elastic_enabled", [] { return initialized() && detail::job().elastic(); },
-        "Whether this process is a worker of an elastic job (chorusrun --min-np ...).");
+  m.def(
+      "elastic_enabled", [] { return initialized() && detail::job().elastic(); },
+      "Whether this process is a worker of an elastic job (chorusrun --min-np ...).");
   m.def("elastic_hosts_updated", [] {
     py::gil_scoped_release no_gil;
     return elastic::hosts_updated();
