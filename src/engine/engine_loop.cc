@@ -293,7 +293,9 @@ void Loop::execute(const std::vector<Response>& plan) {
     if (op.state == OpState::kCached) shared_.counters.cache_hits++;
     shared_.counters.ops++;
     shared_.counters.op_bytes += op.request.bytes();
-    shared_.complete(op, error);
+    // Moved, so the waiter holds the last reference and frees the exception on its own
+    // thread (the refcount lives in uninstrumented libstdc++, invisible to TSan).
+    shared_.complete(op, std::move(error));
     ops_.erase(it);
   };
   executor_.run(plan, Clock::now(), find, done);

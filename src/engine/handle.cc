@@ -4,6 +4,30 @@
 #include "util/env.h"
 
 namespace chorus {
+namespace {
+
+// Throws a copy of `error` that this thread alone owns. The original stays shared with
+// the engine thread, which may drop the last reference to it: freeing an exception
+// another thread read is ordered only by libstdc++'s refcount, which TSan cannot see.
+[[noreturn]] void throw_copy(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const AuthError& e) {
+    throw AuthError(std::string(e.what()));
+  } catch (const UnavailableError& e) {
+    throw UnavailableError(std::string(e.what()));
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()));
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(std::string(e.what()));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(e.what()));
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()));
+  }
+}
+
+}  // namespace
 
 void HandleState::finish(std::exception_ptr e) {
   {
@@ -26,7 +50,7 @@ void Handle::wait(std::chrono::milliseconds timeout) const {
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
     CHORUS_THROW(TimeoutError, "engine op not finished after ", timeout.count(), " ms");
   }
-  if (state_->error) std::rethrow_exception(state_->error);
+  if (state_->error) throw_copy(state_->error);
 }
 
 void Handle::wait() const { wait(default_timeout()); }

@@ -17,6 +17,7 @@ CHORUSRUN = os.environ.get("CHORUSRUN", "chorusrun")
 PYTHON_DIR = os.environ.get("CHORUS_PYTHON_DIR", "")  # where chorus.torch is built
 EXAMPLE = os.environ.get("EXAMPLE", "elastic_fashion_mnist")
 KERAS = os.environ.get("KERAS_EXAMPLE", "keras_fashion_mnist")
+FAKE_SSH = os.environ.get("FAKE_SSH", "")  # tests/tools/fake_ssh.sh: hosts in namespaces
 DATA = "/usr/share/datasets/fashion-mnist"
 TRAIN = 60000
 
@@ -322,3 +323,69 @@ def test_a_horovod_elastic_python_script_rides_out_a_killed_worker(tmp_path):
                 sums.setdefault(int(e[2]), set()).add(e[6])
     assert all(len(s) == 1 for s in sums.values()), "parameters differ after a commit"
     assert {int(e[4]) for log in all_events.values() for e in log if e[0] == "step"} == {2, 3}
+
+
+@pytest.fixture
+def netns_hosts():
+    """Two "hosts", network namespaces 10.N.0.2 and 10.N.0.3 on a bridge that has 10.N.0.1
+    (the launcher's side), each with its own network stack: shared memory within one, TCP
+    between. Yields (host addresses, environment for chorusrun with fake_ssh.sh); needs root
+    and iproute2, else skipped."""
+    if os.geteuid() != 0 or subprocess.run(["sh", "-c", "command -v ip"],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and iproute2")
+    tag = os.getpid() % 100000
+    net, bridge = f"10.{150 + tag % 50}.0.", f"ce{tag}b"
+    names = [f"chorus_e{tag}_{k}" for k in (1, 2)]
+    hosts = [net + str(k + 2) for k in range(2)]
+
+    def sh(cmd):
+        return subprocess.run(["sh", "-c", cmd], capture_output=True).returncode
+
+    if sh(f"ip netns add {names[0]}") != 0:
+        pytest.skip("'ip netns add' is not permitted here")
+    try:
+        assert sh(f"ip netns add {names[1]} && ip link add {bridge} type bridge && "
+                  f"ip addr add {net}1/24 dev {bridge} && ip link set {bridge} up") == 0
+        for k, (name, host) in enumerate(zip(names, hosts)):
+            outer, inner = f"ce{tag}o{k}", f"ce{tag}i{k}"
+            assert sh(f"ip link add {outer} type veth peer name {inner} netns {name} && "
+                      f"ip link set {outer} master {bridge} && ip link set {outer} up && "
+                      f"ip -n {name} addr add {host}/24 dev {inner} && "
+                      f"ip -n {name} link set {inner} up && ip -n {name} link set lo up") == 0
+        env = dict(os.environ, CHORUS_SECRET="elastic-netns-secret",
+                   FAKE_SSH_NETNS=" ".join(f"{h}={n}" for h, n in zip(hosts, names)))
+        yield hosts, env
+    finally:
+        for k, name in enumerate(names):
+            sh(f"ip link del ce{tag}o{k}")
+            sh(f"ip netns del {name}")
+        sh(f"ip link del {bridge}")
+
+
+@needs_data
+def test_across_network_namespaces_a_new_host_joins_and_its_last_worker_leaves(tmp_path,
+                                                                              netns_hosts):
+    """Hosts in their own network namespaces, reached through fake_ssh.sh: the discovery
+    script adds host 2 (one slot) to a job on host 1, the newcomer gets everyone's
+    parameters over TCP, then it is SIGKILLed and the job ends on host 1 alone."""
+    (h1, h2), env = netns_hosts
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"{h1}:2\n")
+    proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "3", "--rsh", FAKE_SSH,
+                                  "--host-discovery-script", f"cat {hosts}",
+                                  "--discovery-interval", "0.2"],
+                       "--step-ms", "4", env=env)
+    wait_until(lambda: steps_of(logs, "w1") >= 50, what="50 steps on host 1", timeout=60)
+    hosts.write_text(f"{h1}:2\n{h2}:1\n")
+    kill_after(logs, "w2", 50)
+    code, out = finish(proc, tmp_path)
+    assert code == 0, out
+    assert f"w2 on {h2}" in out, out
+    all_events = events(logs)
+    assert sizes_of(all_events, "w0") == [2, 3, 2], out
+    assert sizes_of(all_events, "w2") == [3]
+    steps = check_steps(all_events, epochs=1)  # the newcomer's sums equal everyone's
+    newcomer = [(int(e[1]), int(e[2])) for e in all_events["w2"] if e[0] == "step"]
+    assert len(newcomer) >= 50 and len(steps[newcomer[0]]) == 1
+    assert sum(e[0] == "start" for e in all_events["w0"]) == 1
