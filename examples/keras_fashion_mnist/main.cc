@@ -44,9 +44,10 @@ struct Args {
   int64_t train_samples = 0;     // 0: all 60000
   int64_t test_samples = 0;      // 0: all 10000
   std::string backup_dir, checkpoint_dir, logdir, csv;
-  std::string side_eval;   // a checkpoint directory to watch
-  int64_t last_step = -1;  // the side evaluator stops after this checkpoint step
-  int64_t save_freq = 0;   // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
+  std::string side_eval;         // a checkpoint directory to watch
+  int64_t last_step = -1;        // the side evaluator stops after this checkpoint step
+  int64_t save_freq = 0;         // BackupAndRestore / ModelCheckpoint every N steps (0: epoch)
+  int64_t checkpoint_freq = -1;  // ModelCheckpoint alone (-1: as save_freq)
   int threads = 1;
   int verbose = 1;
   std::string strategy = "mwms";  // or "ps"
@@ -65,6 +66,7 @@ Args parse(int argc, char** argv) {
       "[--epochs N] [--batch B] [--lr LR] [--momentum M]\n"
       "  [--steps-per-epoch S] [--train-samples N] [--test-samples N] [--backup-dir D]\n"
       "  [--checkpoint-dir D] [--logdir D] [--csv FILE] [--save-freq STEPS]\n"
+      "  [--checkpoint-freq STEPS (ModelCheckpoint alone; 0: epoch ends)]\n"
       "  [--threads T] [--verbose 0|1|2] [--data DIR] [--elastic --global-batch G]\n"
       "  [--strategy mwms|ps [--ps-mode async|sync|ssp] [--staleness S]\n"
       "   [--ps_hosts H:P,.. --worker_hosts H:P,.. --chief_host H:P --job_name J --task_index I]]\n"
@@ -81,6 +83,7 @@ Args parse(int argc, char** argv) {
       .add("--logdir", a.logdir)
       .add("--csv", a.csv)
       .add("--save-freq", a.save_freq)
+      .add("--checkpoint-freq", a.checkpoint_freq)
       .add("--threads", a.threads)
       .add("--verbose", a.verbose)
       .add("--data", a.data)
@@ -183,7 +186,7 @@ int train(const Args& args) {
   }
   if (!args.checkpoint_dir.empty()) {
     ModelCheckpointOptions o;
-    o.save_freq_steps = args.save_freq;
+    o.save_freq_steps = args.checkpoint_freq >= 0 ? args.checkpoint_freq : args.save_freq;
     fit.callbacks.push_back(model_checkpoint(args.checkpoint_dir, o));
   }
   if (!args.logdir.empty()) fit.callbacks.push_back(tensorboard(args.logdir, 10));
