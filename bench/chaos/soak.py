@@ -13,7 +13,8 @@ epoch end and, in restart mode, BackupAndRestore every --save-freq steps:
 Faults, until --minutes have passed (then the job finishes undisturbed):
   kill     SIGKILL a random worker
   stop     SIGSTOP a random worker for 1 to 1.5x CHORUS_TIMEOUT_SECONDS, then SIGCONT
-  corrupt  flip bytes in a random file of the newest committed checkpoint or backup
+  corrupt  flip bytes in a random file of the newest committed checkpoint or backup (a
+           backup: then kill a worker, so that the restart has to read it)
   junk     connections to the job's store carrying random bytes, a frame announcing 4 GiB,
            and idle ones held open for seconds
   link     the second host's link down for 1 to 1.5x CHORUS_TIMEOUT_SECONDS, then up
@@ -220,6 +221,8 @@ class Driver:
             return False  # replaced or deleted meanwhile
         self.corrupted.append((checkpoint, target.name, hashlib.sha256(data).hexdigest()))
         self.log(f"corrupt {checkpoint.name}/{target.name}")
+        if checkpoint.name.startswith("backup") and self.kill():
+            self.injected["kill"] += 1  # a restart reads it before a newer backup replaces it
         return True
 
     def junk(self):

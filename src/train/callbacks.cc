@@ -94,12 +94,15 @@ class BackupAndRestore : public Callback {
  public:
   BackupAndRestore(std::string dir, BackupAndRestoreOptions o) : dir_(std::move(dir)), options_(o) {
     CHORUS_CHECK_ARG(o.save_freq_steps >= 0, "backup_and_restore: save_freq_steps must be >= 0");
+    CHORUS_CHECK_ARG(o.max_to_keep >= 1, "backup_and_restore: max_to_keep must be >= 1, got ",
+                     o.max_to_keep);
   }
 
   void on_train_begin(TrainContext& ctx) override {
     std::string blob;
     if (ctx.is_chief()) {
-      manager_ = std::make_unique<CheckpointManager>(dir_, CheckpointOptions{1, "backup", {}});
+      manager_ = std::make_unique<CheckpointManager>(
+          dir_, CheckpointOptions{options_.max_to_keep, "backup", {}});
       if (auto latest = manager_->restore_latest()) blob = pack(latest->files);
     }
     ctx.strategy->broadcast_from_chief(blob);

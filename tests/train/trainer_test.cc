@@ -199,6 +199,55 @@ TEST(CallbackTest, BackupAndRestoreResumesAtTheSavedStepWithIdenticalResults) {
   EXPECT_FALSE(std::filesystem::exists(crash_dir));
 }
 
+// The newest backup damaged on disk after the crash: the resume skips it (with the
+// checkpoint manager's warning) and starts from the backup before, still exactly.
+TEST(CallbackTest, BackupAndRestoreFallsBackToTheBackupBeforeADamagedOne) {
+  BackupAndRestoreOptions every3;
+  every3.save_freq_steps = 3;
+  const std::string clean_dir = temp_dir("clean2"), crash_dir = temp_dir("crash2");
+  DefaultStrategy strategy;
+  FitOptions clean = quiet(3);
+  clean.callbacks = {backup_and_restore(clean_dir, every3)};
+  FitRun reference = fit_with(strategy, clean, 0.9);
+
+  FitOptions crashing = quiet(3);
+  crashing.callbacks = {backup_and_restore(crash_dir, every3), std::make_shared<CrashAt>(11)};
+  EXPECT_THROW(fit_with(strategy, crashing, 0.9), std::runtime_error);
+  // Saved at global steps 3, 6, 8 (epoch end) and 9; the newest two kept.
+  ASSERT_TRUE(std::filesystem::exists(crash_dir + "/backup-8")) << "two backups kept";
+  ASSERT_TRUE(std::filesystem::exists(crash_dir + "/backup-9"));
+  EXPECT_FALSE(std::filesystem::exists(crash_dir + "/backup-6"));
+  {
+    std::fstream model(crash_dir + "/backup-9/model", std::ios::in | std::ios::out);
+    ASSERT_TRUE(model.good());
+    model.seekp(10);
+    model.put('\x7f');
+  }
+
+  FitOptions resumed = quiet(3);
+  resumed.callbacks = {backup_and_restore(crash_dir, every3)};
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  FitRun after = fit_with(strategy, resumed, 0.9);
+  std::string out = testing::internal::GetCapturedStdout();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("skipping checkpoint of step 9"), std::string::npos) << err;
+  // Global step 8 = the end of epoch 0.
+  EXPECT_NE(out.find("BackupAndRestore: resuming at epoch 1 step 0"), std::string::npos) << out;
+  EXPECT_TRUE(torch::equal(after.params, reference.params));
+}
+
+TEST(CallbackTest, BackupAndRestoreRefusesKeepingNoBackup) {
+  BackupAndRestoreOptions none;
+  none.max_to_keep = 0;
+  try {
+    backup_and_restore(temp_dir("none"), none);
+    ADD_FAILURE() << "max_to_keep 0 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_to_keep must be >= 1, got 0"), std::string::npos);
+  }
+}
+
 TEST(CallbackTest, TensorBoardCsvCheckpointsAndSideEvaluator) {
   const std::string dir = temp_dir("logs");
   DefaultStrategy strategy;

@@ -91,6 +91,9 @@ std::shared_ptr<Callback> model_checkpoint(std::string directory,
 struct BackupAndRestoreOptions {
   int64_t save_freq_steps = 0;
   bool delete_checkpoint = true;
+  // Backups kept (>= 1): with two, a newest backup that fails verification (a torn or
+  // damaged disk) costs one save interval instead of the whole run.
+  int max_to_keep = 2;
 };
 std::shared_ptr<Callback> backup_and_restore(std::string backup_dir,
                                              BackupAndRestoreOptions options = {});
