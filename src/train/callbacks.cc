@@ -69,13 +69,7 @@ class ModelCheckpoint : public Callback {
   ModelCheckpoint(std::string dir, ModelCheckpointOptions o) : dir_(std::move(dir)), options_(o) {
     CHORUS_CHECK_ARG(o.save_freq_steps >= 0, "model_checkpoint: save_freq_steps must be >= 0");
   }
-  void on_train_begin(TrainContext& ctx) override {
-    if (ctx.is_chief()) {
-      CheckpointOptions co;
-      co.max_to_keep = options_.max_to_keep;
-      manager_ = std::make_unique<CheckpointManager>(dir_, co);
-    }
-  }
+  void on_train_begin(TrainContext& ctx) override { chief_manager(ctx); }
   void on_train_batch_end(TrainContext& ctx, const Logs&) override {
     if (options_.save_freq_steps > 0 && ctx.global_step % options_.save_freq_steps == 0) save(ctx);
   }
@@ -84,7 +78,16 @@ class ModelCheckpoint : public Callback {
   }
 
  private:
-  void save(TrainContext& ctx) { save_everywhere(ctx, manager_.get(), ctx.global_step); }
+  void save(TrainContext& ctx) { save_everywhere(ctx, chief_manager(ctx), ctx.global_step); }
+  // Made when first needed: in an elastic job a worker can become the chief mid-fit.
+  CheckpointManager* chief_manager(TrainContext& ctx) {
+    if (ctx.is_chief() && !manager_) {
+      CheckpointOptions co;
+      co.max_to_keep = options_.max_to_keep;
+      manager_ = std::make_unique<CheckpointManager>(dir_, co);
+    }
+    return manager_.get();
+  }
   std::string dir_;
   ModelCheckpointOptions options_;
   std::unique_ptr<CheckpointManager> manager_;
@@ -101,8 +104,7 @@ class BackupAndRestore : public Callback {
   void on_train_begin(TrainContext& ctx) override {
     std::string blob;
     if (ctx.is_chief()) {
-      manager_ = std::make_unique<CheckpointManager>(
-          dir_, CheckpointOptions{options_.max_to_keep, "backup", {}});
+      open_manager();
       if (auto latest = manager_->restore_latest()) blob = pack(latest->files);
     }
     ctx.strategy->broadcast_from_chief(blob);
@@ -132,12 +134,17 @@ class BackupAndRestore : public Callback {
 
  private:
   void save(TrainContext& ctx) {
-    if (!ctx.is_chief()) return;  // replicas are identical: the chief's copy is the backup
+    if (!ctx.is_chief()) return;    // replicas are identical: the chief's copy is the backup
+    if (!manager_) open_manager();  // an elastic job's new chief
     auto files = capture_training_state(ctx);
     manager_->save(ctx.global_step, files);
     std::printf("BackupAndRestore: saved epoch %d step %lld (global step %lld)\n", ctx.epoch,
                 static_cast<long long>(ctx.step), static_cast<long long>(ctx.global_step));
     std::fflush(stdout);
+  }
+  void open_manager() {
+    manager_ = std::make_unique<CheckpointManager>(
+        dir_, CheckpointOptions{options_.max_to_keep, "backup", {}});
   }
   std::string dir_;
   BackupAndRestoreOptions options_;

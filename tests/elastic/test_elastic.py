@@ -171,6 +171,8 @@ def test_a_host_from_the_discovery_script_joins_with_equal_parameters(tmp_path):
 
 @needs_data
 def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
+    """A worker leaves while the job is at --min-np (Horovod #3494 deadlocked here): the
+    survivor waits --elastic-timeout for a replacement, then the job fails, naming the slot."""
     proc, logs = start(tmp_path, ["--min-np", "2", "--max-np", "2", "-H", "localhost:2",
                                   "--elastic-timeout", "2"],
                        "--step-ms", "4")
@@ -182,6 +184,22 @@ def test_below_min_np_past_the_timeout_fails_naming_the_missing_slots(tmp_path):
     assert "below --min-np 2 for 2 s: 1 workers alive, 1 slot(s) missing" in out, out
     assert "localhost:2 (1 failed)" in out, out
     assert time.time() - killed_at < 60
+
+
+@needs_data
+def test_every_worker_failing_ends_the_job_at_once(tmp_path):
+    """--min-np 1, both workers killed: nothing holds the state any more, so the job fails
+    at once instead of waiting --elastic-timeout for slots."""
+    proc, logs = start(tmp_path, ["--min-np", "1", "--max-np", "2", "-H", "localhost:2"],
+                       "--step-ms", "4")
+    wait_until(lambda: steps_of(logs, "w1") >= 20, what="20 steps")
+    killed_at = time.time()
+    for worker in ("w0", "w1"):
+        os.kill(pid_of(logs, worker), signal.SIGKILL)
+    code, out = finish(proc, tmp_path, timeout=120)
+    assert code == 1, out
+    assert "every worker of the elastic job failed" in out, out
+    assert time.time() - killed_at < 30
 
 
 @needs_data
@@ -249,14 +267,15 @@ def test_a_failed_slot_gets_a_new_worker_after_the_cooldown(tmp_path):
     assert sizes_of(all_events, "w3") == [3]
     check_steps(all_events, epochs=2)
 
-def keras_job(tmp_path, launcher_args, kill=None):
+def keras_job(tmp_path, launcher_args, kill=None, extra=()):
     """keras_fashion_mnist --elastic (Trainer.fit, MultiWorkerMirroredStrategy) under
-    chorusrun; `kill`: the worker to SIGKILL once the first epoch has ended."""
+    chorusrun; `kill`: the worker to SIGKILL once the first epoch has ended; `extra`: more
+    arguments for the example."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     out_path = tmp_path / "chorusrun.out"
     cmd = [CHORUSRUN, *launcher_args, KERAS, "--elastic", "--global-batch", "96",
            "--train-samples", "3000", "--test-samples", "1000", "--epochs", "3",
-           "--verbose", "2"]
+           "--verbose", "2", *extra]
     with open(out_path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     if kill:
@@ -290,6 +309,21 @@ def test_trainer_fit_elastic_goes_on_at_two_with_the_same_updates(tmp_path):
         assert sum(l.startswith(f"[{survivor}]") and ": pid " in l
                    for l in out.splitlines()) == 1, out  # never restarted
     assert abs(accuracy - reference) <= 0.01, (accuracy, reference)
+
+
+@needs_data
+def test_trainer_fit_elastic_a_new_chief_writes_the_checkpoints(tmp_path):
+    """The chief (w0) is killed after the first epoch: w1 becomes the chief mid-fit and
+    ModelCheckpoint goes on writing from it (it crashed on a manager only w0 had made)."""
+    ckpt = tmp_path / "ckpt"
+    code, out = keras_job(tmp_path, ["--min-np", "2", "--max-np", "3", "-H", "localhost:3"],
+                          kill="w0", extra=["--checkpoint-dir", str(ckpt)])
+    assert code == 0, out
+    assert "Segmentation fault" not in out, out
+    accuracy, workers = final_line(out)
+    assert workers == 2, out
+    # 3000 samples, global batch 96: 32 steps an epoch; a checkpoint at every epoch end.
+    assert (ckpt / "ckpt-96" / "MANIFEST").exists(), sorted(p.name for p in ckpt.iterdir())
 
 
 @needs_data

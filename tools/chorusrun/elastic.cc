@@ -169,6 +169,11 @@ TickResult ElasticJob::tick(std::vector<std::unique_ptr<LineRelay>>& relays) {
     publish("a worker asked for a new round");
   }
   if (!plan_.options.discovery_script.empty() && Clock::now() >= next_discovery_) discover();
+  if (live_.empty() && !finishing_) {
+    // The state lived only in the workers' memory: new ones would start the run over.
+    t.failure = "every worker of the elastic job failed; no state is left to go on from";
+    return t;
+  }
   t.started = fill(relays);
   if (!t.started.empty() && static_cast<int>(live_.size()) >= plan_.options.min_np) {
     publish(std::to_string(t.started.size()) + " worker(s) added");
