@@ -72,7 +72,19 @@ def stage_inputs(a):
         os.replace(path, os.path.join(a.out, "inter-%s.csv" % rate))
 
 
+def fresh(a, name):
+    """Where a measuring stage writes must not hold an earlier run's results: run.sh keeps
+    the runs it finds in its --out, and train.txt is appended to, so they would be mixed."""
+    path = os.path.join(a.out, name)
+    if os.path.exists(path):
+        raise SystemExit("validate.py: %s holds an earlier run's results, which this stage "
+                         "would mix with its own: give a new --out, or remove it" % path)
+    return path
+
+
 def stage_psring(a):
+    for rate in a.rates:
+        fresh(a, "psring-" + rate)
     for rate in a.rates:
         run([os.path.join(ROOT, "bench", "ps_vs_ring", "run.sh"), "--build", a.build, "--rate",
              rate, "--model-mb", str(a.model_mb), "--workers", "2 3 4", "--ps", "1 2 n",
@@ -81,6 +93,7 @@ def stage_psring(a):
 
 
 def stage_hosts(a):
+    fresh(a, "hosts")
     run([os.path.join(ROOT, "bench", "compare_hosts.sh"), "--build", a.build, "--rate",
          a.rates[-1], "--rounds", "1", "--only", "flat-ring,flat-auto,hierarchical",
          "--max-bytes", "32M", "--out", os.path.join(a.out, "hosts"), "--", "--iters", "20",
@@ -99,7 +112,7 @@ def train_cmd(a, which, n):
 
 def stage_train(a):
     t = tools(a.build)
-    with open(os.path.join(a.out, "train.txt"), "a") as f:
+    with open(fresh(a, "train.txt"), "w") as f:
         for r in range(a.repeat):
             for which in ("fashion", "resnet"):
                 batch = 64 if which == "fashion" else 8
