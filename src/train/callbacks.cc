@@ -69,7 +69,10 @@ class ModelCheckpoint : public Callback {
   ModelCheckpoint(std::string dir, ModelCheckpointOptions o) : dir_(std::move(dir)), options_(o) {
     CHORUS_CHECK_ARG(o.save_freq_steps >= 0, "model_checkpoint: save_freq_steps must be >= 0");
   }
-  void on_train_begin(TrainContext& ctx) override { chief_manager(ctx); }
+  // Early, so that a directory that cannot be used fails before training.
+  void on_train_begin(TrainContext& ctx) override {
+    if (ctx.is_chief()) manager();
+  }
   void on_train_batch_end(TrainContext& ctx, const Logs&) override {
     if (options_.save_freq_steps > 0 && ctx.global_step % options_.save_freq_steps == 0) save(ctx);
   }
@@ -78,15 +81,18 @@ class ModelCheckpoint : public Callback {
   }
 
  private:
-  void save(TrainContext& ctx) { save_everywhere(ctx, chief_manager(ctx), ctx.global_step); }
-  // Made when first needed: in an elastic job a worker can become the chief mid-fit.
-  CheckpointManager* chief_manager(TrainContext& ctx) {
-    if (ctx.is_chief() && !manager_) {
+  void save(TrainContext& ctx) {
+    save_everywhere(ctx, ctx.is_chief() ? &manager() : nullptr, ctx.global_step);
+  }
+  // The chief's; made when first needed: in an elastic job a worker can become the chief
+  // mid-fit.
+  CheckpointManager& manager() {
+    if (!manager_) {
       CheckpointOptions co;
       co.max_to_keep = options_.max_to_keep;
       manager_ = std::make_unique<CheckpointManager>(dir_, co);
     }
-    return manager_.get();
+    return *manager_;
   }
   std::string dir_;
   ModelCheckpointOptions options_;
@@ -104,8 +110,7 @@ class BackupAndRestore : public Callback {
   void on_train_begin(TrainContext& ctx) override {
     std::string blob;
     if (ctx.is_chief()) {
-      open_manager();
-      if (auto latest = manager_->restore_latest()) blob = pack(latest->files);
+      if (auto latest = manager().restore_latest()) blob = pack(latest->files);
     }
     ctx.strategy->broadcast_from_chief(blob);
     if (blob.empty()) return;
@@ -134,17 +139,20 @@ class BackupAndRestore : public Callback {
 
  private:
   void save(TrainContext& ctx) {
-    if (!ctx.is_chief()) return;    // replicas are identical: the chief's copy is the backup
-    if (!manager_) open_manager();  // an elastic job's new chief
+    if (!ctx.is_chief()) return;  // replicas are identical: the chief's copy is the backup
     auto files = capture_training_state(ctx);
-    manager_->save(ctx.global_step, files);
+    manager().save(ctx.global_step, files);
     std::printf("BackupAndRestore: saved epoch %d step %lld (global step %lld)\n", ctx.epoch,
                 static_cast<long long>(ctx.step), static_cast<long long>(ctx.global_step));
     std::fflush(stdout);
   }
-  void open_manager() {
-    manager_ = std::make_unique<CheckpointManager>(
-        dir_, CheckpointOptions{options_.max_to_keep, "backup", {}});
+  // The chief's; made when first needed, as ModelCheckpoint's.
+  CheckpointManager& manager() {
+    if (!manager_) {
+      manager_ = std::make_unique<CheckpointManager>(
+          dir_, CheckpointOptions{options_.max_to_keep, "backup", {}});
+    }
+    return *manager_;
   }
   std::string dir_;
   BackupAndRestoreOptions options_;
