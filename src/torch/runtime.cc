@@ -41,7 +41,9 @@ void init(const EngineOptions& options) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mu);
   CHORUS_CHECK_ARG(r.engine == nullptr, "chorus::init() called twice without shutdown()");
-  CHORUS_LOG(kDebug, "init") << tune_malloc_for_training().why;
+  // Outside the log statement: CHORUS_LOG does not evaluate its operands below its level.
+  const MallocTuning tuning = tune_malloc_for_training();
+  CHORUS_LOG(kDebug, "init") << tuning.why;
   if (r.job) {
     r.job->reconnect();
   } else {
