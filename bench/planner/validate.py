@@ -10,9 +10,9 @@
            2, 3, 4 hosts of one rank
   hosts    bench/compare_hosts.sh at the last --rate: 2 hosts x 2 ranks, flat ring, flat
            auto (halving-doubling up to 4 MiB), hierarchical
-  train    Fashion-MNIST and ResNet-18: two one-worker runs at once (--host-compute), 1 and
-           2 workers, --repeat times interleaved, and one 2-worker run of each with
-           CHORUS_TIMELINE (tensors and overlap)
+  train    Fashion-MNIST and ResNet-18: two one-worker runs at once (--host-compute, and
+           their timelines: --step-timelines), 1 and 2 workers, --repeat times interleaved,
+           and one 2-worker run of each with CHORUS_TIMELINE (tensors and overlap)
   report   predictions by chorus-plan (--json) from the inputs, against the medians: a
            Markdown table (OUT/validation.md) and a plot (--png)
 
@@ -118,8 +118,10 @@ def stage_train(a):
                 batch = 64 if which == "fashion" else 8
                 # Two one-worker runs at once: each worker's compute when both compute
                 # (chorus-plan --host-compute, as its --measure gets it).
-                step = measure.at_once(t, train_cmd(a, which, 1)[4:], batch, 2)
-                f.write("SOLO %s 2 %.6f\n" % (which, batch / step))
+                spread = [os.path.join(a.out, "steps-%s-%d-%d.json" % (which, r, i))
+                          for i in range(2)]
+                step = measure.at_once(t, train_cmd(a, which, 1)[4:], batch, 2, spread)
+                f.write("SOLO %s 2 %.6f %s\n" % (which, batch / step, ",".join(spread)))
                 for n in (1, 2):
                     out = run(train_cmd(a, which, n))
                     rate = re.findall(r"([\d.]+) (?:samples|images)/s", out)[-1]
@@ -207,13 +209,15 @@ def rows_train(a):
     path = os.path.join(a.out, "train.txt")
     if not os.path.exists(path):
         return []
-    rates, params = {}, {"fashion": FASHION_PARAMS}
+    rates, params, spreads = {}, {"fashion": FASHION_PARAMS}, {}
     for line in open(path):
         w = line.split()
         if w and w[0] == "TRAIN":
             rates.setdefault((w[1], int(w[2])), []).append(float(w[3]))
         elif w and w[0] == "SOLO":
             rates.setdefault((w[1], "solo"), []).append(float(w[3]))
+            if len(w) > 4:  # the runs' timelines
+                spreads.setdefault(w[1], []).extend(w[4].split(","))
         elif w and w[0] == "PARAMS":
             params[w[1]] = int(w[2])
     rows = []
@@ -245,6 +249,16 @@ def rows_train(a):
             rows.append(("%s, 2 workers, with --host-compute (2 one-worker runs at once: "
                          "%s)" % (name, fmt(host)), step2, p["step_s"],
                          "%d runs" % len(rates[(which, 2)])))
+            if which in spreads:
+                # Every input of --measure: also the cores (none to spare for collectives)
+                # and the spread of those runs' step times (the wait for the slower worker).
+                full = args + ["--host-compute", "%.9f" % host, "--cores-per-host",
+                               str(len(os.sched_getaffinity(0))),
+                               "--step-timelines", ",".join(spreads[which])]
+                p = [x for x in plan(full) if x["workers"] == 2][0]
+                rows.append(("%s, 2 workers, with --host-compute, --cores-per-host %d and "
+                             "--step-timelines" % (name, len(os.sched_getaffinity(0))), step2,
+                             p["step_s"], "%d runs" % len(rates[(which, 2)])))
     return rows
 
 

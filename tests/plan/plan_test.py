@@ -3,6 +3,7 @@ each test's comment), the fit, the timeline, and bad input -> exit 2 with a mess
 
     python3 -m unittest -v tests/plan/plan_test.py      (CHORUS_PLAN=path/to/chorus-plan)
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -120,6 +121,41 @@ class Arithmetic(unittest.TestCase):
         self.near(p.step, 30 * MS + 2 * 7.580012 * MS)
         self.near(p.efficiency(job), 20 * MS / p.step)
 
+    def test_cores_limit_the_overlap(self):
+        # The case of test_step_with_buckets_and_overlap (compute 20 ms, overlap 0.25, comm
+        # 2 x 5.030006 ms) on hosts of 2 cores: 2 ranks leave none to spare, nothing is hidden:
+        # step 30.060012 ms. 3 cores: 1 spare for 2 ranks, half the window (2.5 ms) hides.
+        # 4 cores: the whole window, as without --cores-per-host.
+        def step(cores):
+            job = model.Job(20 * MS, 32, 8 * MB, 4, 0.25, 4 * MB, cores_per_host=cores)
+            return model.predict("ring", job, NET, model.Topology(1, 2)).step
+        self.near(step(2), 30.060012 * MS)
+        self.near(step(3), 27.560012 * MS)
+        self.near(step(4), 25.060012 * MS)
+        self.near(step(0), 25.060012 * MS)
+
+    def test_straggler(self):
+        # Deviations -1, 0, +1 ms, each with probability 1/3. The maximum of 2 draws is +1
+        # unless both are <= 0 (4/9): P(max = +1) = 5/9, P(max = 0) = 3/9, P(max = -1) = 1/9,
+        # so E = 5/9 - 1/9 = 4/9 ms above the mean. Of 3 draws: 19/27 - 1/27 = 18/27 ms. Many
+        # draws approach the largest deviation, never beyond it.
+        job = model.Job(20 * MS, 32, 8 * MB, 4, 0.25, 4 * MB, step_spread=(-MS, 0.0, MS))
+        self.near(job.straggler(1), 0.0)
+        self.near(job.straggler(2), 4 / 9 * MS)
+        self.near(job.straggler(3), 18 / 27 * MS)
+        self.assertLessEqual(job.straggler(1024), MS)
+        self.assertGreater(job.straggler(1024), 0.999 * MS)
+        # Added to a synchronous step (test_step_with_buckets_and_overlap's 25.060012 ms) and
+        # to a synchronous ps round (test_ps_sync's k = 4: 214.2 ms), not to async ps.
+        self.near(model.predict("ring", job, NET, model.Topology(1, 2)).step,
+                  (25.060012 + 4 / 9) * MS)
+        # Of 4 draws: P(max = +1) = 1 - (2/3)^4 = 65/81, P(max = -1) = 1/81: 64/81 ms.
+        self.near(job.straggler(4), 64 / 81 * MS)
+        ps = dataclasses.replace(job, compute=50 * MS, ps_servers=4)
+        self.near(model.predict("ps_sync", ps, NET, model.Topology(4, 1)).step,
+                  (214.2 + 64 / 81) * MS)
+        self.near(model.predict("ps_async", ps, NET, model.Topology(4, 1)).step, 210.2 * MS)
+
     def test_one_worker_has_no_communication(self):
         job = model.Job(20 * MS, 32, 8 * MB, 4, 0, 4 * MB)
         self.near(model.predict("ring", job, NET, model.Topology(1, 1)).step, 20 * MS)
@@ -182,6 +218,49 @@ class Arithmetic(unittest.TestCase):
         self.assertEqual(f["tensors"], 3)
         self.assertEqual(f["collectives_per_step"], 1)
         self.assertAlmostEqual(f["overlap"], 0.275)
+
+
+def one_worker_timeline(step_ms):
+    """A one-worker timeline: per step, tensors a and b negotiated 0 and 3 ms after its start;
+    a broadcast once at the start."""
+    ev = [{"name": "NEGOTIATE", "ts": 0, "dur": 1, "args": {"tensor": "bcast/w"}}]
+    at = 0.0
+    for d in step_ms:
+        for t, off in (("a", 0), ("b", 3)):
+            ev.append({"name": "NEGOTIATE", "ts": (at + off) * 1000, "dur": 5,
+                       "args": {"tensor": t}})
+        at += d
+    return ev
+
+
+class StepTimes(unittest.TestCase):
+    def test_gaps_without_warm_up(self):
+        # 21 step starts give 20 gaps: the first two (a tenth) are warm-up and left out.
+        steps = [50, 40] + [20, 22] * 9 + [0]
+        gaps = inputs.step_times(one_worker_timeline(steps))
+        self.assertEqual(len(gaps), 18)
+        self.assertAlmostEqual(sum(gaps), 9 * 42e-3)
+        self.assertAlmostEqual(max(gaps), 22e-3)
+
+    def test_spread_is_pooled_around_each_runs_mean(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for i, (x, y) in enumerate(((20, 22), (30, 36))):
+                paths.append(os.path.join(tmp, "t%d.json" % i))
+                with open(paths[-1], "w") as f:
+                    json.dump(one_worker_timeline([x, y] * 10 + [0]), f)
+            spread = inputs.step_spread(paths)
+        # Means 21 and 33 ms: deviations -1, +1 (9 each after warm-up) and -3, +3.
+        self.assertEqual(len(spread), 36)
+        self.assertAlmostEqual(spread[0], -3e-3)
+        self.assertAlmostEqual(spread[-1], 3e-3)
+        self.assertAlmostEqual(sum(spread), 0.0)
+
+    def test_too_few_steps(self):
+        with self.assertRaisesRegex(inputs.InputError, "at least 10 are needed"):
+            inputs.step_times(one_worker_timeline([20] * 8 + [0]), "t.json")
+        with self.assertRaisesRegex(inputs.InputError, "no tensor was negotiated in two steps"):
+            inputs.step_times([], "t.json")
 
 
 GOOD = ["--compute", "30ms", "--batch", "64", "--gradient-bytes", "11.08MB", "--tensors", "6",
@@ -247,6 +326,8 @@ class CommandLine(unittest.TestCase):
         self.bad(GOOD + ["--", "prog"], "only run with --measure")
         self.bad(GOOD + ["--gradient-bytes", "0"], "--gradient-bytes must be > 0")
         self.bad(["--compute", "1s"], "required")
+        self.bad(GOOD + ["--cores-per-host", "0"], "--cores-per-host must be at least 1")
+        self.bad(GOOD + ["--step-timelines", "/nonexistent.json"], "/nonexistent.json")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Exit status: 0 done, 2 bad input (the message names it), 1 a measurement failed.
 """
 import argparse
 import dataclasses
+import math
+import statistics
 import sys
 
 from . import inputs, model, report
@@ -47,6 +49,11 @@ def parser():
     a("--host-compute", help="seconds of one step of each worker while --ranks-per-host "
                              "workers compute at once on one host (as many one-worker runs "
                              "at once measure it); default: --compute (cores to spare)")
+    a("--cores-per-host", help="cores of each host: with no core beyond one per rank, "
+                               "collectives cannot overlap compute (default: cores to spare)")
+    a("--step-timelines", metavar="JSON,...",
+      help="CHORUS_TIMELINE files of one-worker runs (as many at once as --ranks-per-host): "
+           "the spread of step times, which every synchronous step waits on (default: none)")
     a("--batch", default="1", help="samples per worker per step (for samples/s; default 1)")
     a("--gradient-bytes", help="bytes of gradients per step (parameters x 4 for float32)")
     a("--tensors", help="gradient tensors per step (the parameters with gradients)")
@@ -141,7 +148,11 @@ def build_inputs(args, local):
         tensors=inputs.positive_int("--tensors", tensors), overlap=overlap,
         fusion=inputs.size("--fusion", args.fusion, allow_zero=True),
         host_compute=inputs.seconds("--host-compute", args.host_compute, allow_zero=False)
-        if args.host_compute else 0.0, host_ranks=local)
+        if args.host_compute else 0.0, host_ranks=local,
+        cores_per_host=inputs.positive_int("--cores-per-host", args.cores_per_host)
+        if args.cores_per_host else 0,
+        step_spread=inputs.step_spread(args.step_timelines.split(","))
+        if args.step_timelines else ())
     return job, net
 
 
@@ -186,7 +197,11 @@ def describe(job, net, local):
                 net.intra.alpha * 1e6, net.intra.bandwidth / 1e9, net.inter.alpha * 1e6,
                 net.inter.bandwidth / 1e9, 1 / net.gamma / 1e9,
                 "; %.2f ms/step with %d workers on a host" % (job.host_compute * 1e3, local)
-                if job.host_compute else ""))
+                if job.host_compute else "")
+            + ("; %d cores per host" % job.cores_per_host if job.cores_per_host else "")
+            + ("; step times spread %.2f ms (standard deviation of %d steps)" % (
+                math.sqrt(statistics.fmean(d * d for d in job.step_spread)) * 1e3,
+                len(job.step_spread)) if job.step_spread else ""))
 
 
 def run(argv):
@@ -206,6 +221,7 @@ def run(argv):
                    "batch": job.batch,
                    "gradient_bytes": job.gradient_bytes, "tensors": job.tensors,
                    "overlap": job.overlap, "fusion_bytes": job.fusion, "ranks_per_host": local,
+                   "cores_per_host": job.cores_per_host, "step_spread_steps": len(job.step_spread),
                    "intra": dataclasses.asdict(net.intra), "inter": dataclasses.asdict(net.inter),
                    "gamma_s_per_byte": net.gamma}
     if args.json:

@@ -176,26 +176,58 @@ def read_timeline(path):
     return [e for e in events if isinstance(e, dict)]
 
 
+def _gradient_starts(events):
+    """tensor -> the start times (s) of its NEGOTIATE events, for the tensors negotiated in at
+    least two steps and in at least half as many as the most (gradients are negotiated every
+    step; metrics and broadcasts only now and then)."""
+    starts = {}
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("name") == "NEGOTIATE" and args.get("tensor") is not None and "ts" in e:
+            starts.setdefault(args["tensor"], []).append(float(e["ts"]) * 1e-6)
+    most = max((len(s) for s in starts.values()), default=0)
+    return {t: s for t, s in starts.items() if len(s) >= 2 and 2 * len(s) >= most}
+
+
+def step_times(events, path="timeline"):
+    """One worker's step times from its timeline: the gaps between the starts of successive
+    steps, a step starting when its first gradient reaches the engine. The first tenth of the
+    steps (warm-up) is left out."""
+    grads = _gradient_starts(events)
+    if not grads:
+        raise InputError("%s: no tensor was negotiated in two steps (a timeline of a "
+                         "training run is needed)" % path)
+    steps = min(len(s) for s in grads.values())
+    firsts = [min(s[i] for s in grads.values()) for i in range(steps)]
+    gaps = [b - a for a, b in zip(firsts, firsts[1:])]
+    gaps = gaps[len(gaps) // 10:]
+    if len(gaps) < 10:
+        raise InputError("%s: %d steps after warm-up; at least 10 are needed for the spread of "
+                         "step times" % (path, len(gaps)))
+    return gaps
+
+
+def step_spread(paths):
+    """Each step's time minus its own run's mean, from the timelines of one-worker runs (as
+    many at once as a host has ranks), pooled and sorted (model.Job.step_spread)."""
+    spread = []
+    for path in paths:
+        gaps = step_times(read_timeline(path), path)
+        mean = statistics.fmean(gaps)
+        spread.extend(g - mean for g in gaps)
+    return tuple(sorted(spread))
+
+
 def timeline_facts(events, compute, path="timeline"):
     """From the timeline of a multi-worker run: tensors per step, collectives per step, and
     the overlap: the median over steps of (last enqueue - first enqueue) / compute, where a
     tensor's enqueue is the start of its NEGOTIATE event (the engine gets a gradient as
     backward produces it; the span between the first and the last is the part of the step
     during which collectives can run)."""
-    starts = {}
-    collectives = set()
-    for e in events:
-        args = e.get("args") or {}
-        tensor = args.get("tensor")
-        if tensor is None or "ts" not in e:
-            continue
-        if e.get("name") == "NEGOTIATE":
-            starts.setdefault(tensor, []).append(float(e["ts"]) * 1e-6)
-        elif e.get("name") == "ALLREDUCE":
-            collectives.add((float(e["ts"]), float(e.get("dur", 0))))
-    most = max((len(s) for s in starts.values()), default=0)
-    # Gradients are negotiated every step; metrics and broadcasts only now and then.
-    grads = {t: s for t, s in starts.items() if len(s) >= 2 and 2 * len(s) >= most}
+    collectives = {(float(e["ts"]), float(e.get("dur", 0))) for e in events
+                   if e.get("name") == "ALLREDUCE" and "ts" in e
+                   and (e.get("args") or {}).get("tensor") is not None}
+    grads = _gradient_starts(events)
     if not grads:
         raise InputError("%s: no tensor was negotiated in two steps (a timeline of a "
                          "multi-worker training is needed)" % path)
@@ -212,3 +244,4 @@ def timeline_facts(events, compute, path="timeline"):
         "window": window,
         "overlap": min(1.0, window / compute) if compute > 0 else 0.0,
     }
+

@@ -10,6 +10,8 @@
   "N samples/s" (or images/s) it prints; gradient bytes from "N parameters" if it prints
   that (float32), else --gradient-bytes must be given; with --ranks-per-host L > 1, L such
   runs at once give the compute of each worker of a full host (--host-compute);
+- step spread: the timelines (CHORUS_TIMELINE) of those L runs, or of the one-worker run
+  when L = 1 (--step-timelines); cores: the CPUs this process may run on (--cores-per-host);
 - tensors and overlap: a 2-worker run of the program with CHORUS_TIMELINE (inputs.py).
 
 Given inputs are never overwritten. Each measurement prints what it ran on stderr.
@@ -159,8 +161,9 @@ def bench_netns(tools, tmp, rate_text):
             subprocess.run(cmd, capture_output=True)
 
 
-def one_worker(tools, program, batch):
-    out = _run([tools["chorusrun"], "-np", "1", "--"] + program, timeout=3600)
+def one_worker(tools, program, batch, timeline_path=None):
+    env = dict(os.environ, CHORUS_TIMELINE=timeline_path) if timeline_path else None
+    out = _run([tools["chorusrun"], "-np", "1", "--"] + program, env=env, timeout=3600)
     rates = re.findall(r"([\d.]+) (?:samples|images)/s", out)
     if not rates:
         raise RuntimeError("the one-worker run printed no 'N samples/s' or 'N images/s' line")
@@ -169,13 +172,15 @@ def one_worker(tools, program, batch):
     return compute, (int(params[-1]) * 4 if params else None)
 
 
-def at_once(tools, program, batch, count):
+def at_once(tools, program, batch, count, timelines=()):
     """Compute per step of each of `count` one-worker runs started together: what every
-    worker of a full host gets when they all compute (the mean of their steps)."""
+    worker of a full host gets when they all compute (the mean of their steps). Run i
+    writes its timeline to timelines[i] when given."""
     cmd = [tools["chorusrun"], "-np", "1", "--"] + program
     _log("running %d at once: %s" % (count, " ".join(cmd)))
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(count)]
+    envs = [dict(os.environ, CHORUS_TIMELINE=t) for t in timelines] or [None] * count
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env) for env in envs]
     steps = []
     for p in procs:
         out, _ = p.communicate(timeout=3600)
@@ -208,19 +213,26 @@ def fill(args):
             args.bench_inter = bench_netns(tools, tmp, args.netns_rate)
         else:
             args.bench_inter = bench_loopback(tools, tmp)
+    if args.cores_per_host is None:
+        args.cores_per_host = str(len(os.sched_getaffinity(0)))
+        _log("cores: %s" % args.cores_per_host)
     if args.program:
         batch = inputs.positive_int("--batch", args.batch)
+        local = inputs.positive_int("--ranks-per-host", args.ranks_per_host)
+        spread = [os.path.join(tmp, "steps-%d.json" % i) for i in range(local)]
         if args.compute is None or args.gradient_bytes is None:
-            compute, grad = one_worker(tools, args.program, batch)
+            compute, grad = one_worker(tools, args.program, batch,
+                                       spread[0] if local == 1 else None)
             if args.compute is None:
                 args.compute = "%.9fs" % compute
                 _log("compute: %.2f ms per step" % (compute * 1e3))
             if args.gradient_bytes is None and grad:
                 args.gradient_bytes = str(grad)
-        local = inputs.positive_int("--ranks-per-host", args.ranks_per_host)
         if args.host_compute is None and local > 1:
-            args.host_compute = "%.9fs" % at_once(tools, args.program, batch, local)
+            args.host_compute = "%.9fs" % at_once(tools, args.program, batch, local, spread)
             _log("compute with %d workers at once: %s" % (local, args.host_compute))
+        if args.step_timelines is None and all(os.path.exists(p) for p in spread):
+            args.step_timelines = ",".join(spread)
         if args.timeline is None and (args.tensors is None or args.overlap is None):
             args.timeline = timeline(tools, args.program, tmp)
     elif args.compute is None:

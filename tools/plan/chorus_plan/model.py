@@ -215,6 +215,31 @@ class Job:
     # at once (no communication); 0: the same as `compute` (each worker has cores of its own).
     host_compute: float = 0.0
     host_ranks: int = 1
+    # Cores of a host; 0: unknown (collectives always have a core to run on while compute runs).
+    cores_per_host: int = 0
+    # How one worker's steps vary: each step's time minus the mean, sorted, from timelines of
+    # one-worker runs on a full host; empty: every step lasts the same.
+    step_spread: tuple = ()
+
+    def overlap_on(self, topo):
+        """The share of compute that collectives can hide behind. A rank's collectives copy and
+        reduce on its engine thread, which overlaps the compute only on a core the host's
+        compute threads (one per rank) leave free; with no core to spare they add to the step."""
+        if self.cores_per_host <= 0:
+            return self.overlap
+        spare = max(0, self.cores_per_host - topo.local)
+        return self.overlap * min(1.0, spare / topo.local)
+
+    def straggler(self, workers):
+        """What lockstep costs: a synchronous step ends with its slowest worker's, so it lasts
+        the expected maximum of `workers` draws of one worker's step, here above the mean by
+        sum_i d_i ((i/m)^n - ((i-1)/m)^n) over the m sorted deviations d_i (the expected maximum
+        of n draws from what was measured; it never exceeds the largest one measured)."""
+        d, m = self.step_spread, len(self.step_spread)
+        if workers <= 1 or m == 0:
+            return 0.0
+        return sum(x * ((i / m) ** workers - ((i - 1) / m) ** workers)
+                   for i, x in enumerate(d, start=1))
 
     def compute_on(self, topo):
         """Compute per step with topo.local workers on a host: from `compute` (one) to
@@ -256,25 +281,28 @@ def negotiation(net, topo):
 
 
 def predict_allreduce(algorithm, job, net, topo):
-    """A synchronous data-parallel step: compute, then what of the gradients' allreduces the
-    overlap window (overlap x compute, during backward) could not hide. The last bucket
-    leaves when backward ends, so it is never hidden."""
+    """A synchronous data-parallel step: compute, the wait for the slowest worker, then what
+    of the gradients' allreduces the overlap window (overlap x compute, during backward, on
+    the cores compute leaves free) could not hide. The last bucket leaves when backward ends,
+    so it is never hidden."""
     c = job.compute_on(topo)
     if topo.size == 1:
         return Prediction(1, c, Cost(), 0.0, "no communication")
     m = buckets(job)
     one = allreduce(algorithm, net, topo, job.gradient_bytes / m) + negotiation(net, topo)
     comm = one * m
-    exposed = max(one.total, comm.total - job.overlap * c)
-    return Prediction(topo.size, c + exposed, comm, exposed, comm.bound())
+    exposed = max(one.total, comm.total - job.overlap_on(topo) * c)
+    return Prediction(topo.size, c + job.straggler(topo.size) + exposed, comm, exposed,
+                      comm.bound())
 
 
 def predict_ps(sync, job, net, topo):
     """Parameter servers: k servers, each on a host of its own with an inter-level link;
     every worker pushes D and pulls D per step; ranks on one host share its link.
 
-    sync:  compute + push phase + ps apply + pull phase, each phase
-           max(L D / B, n D / (k B)) + alpha (the pull waits for the round's last push).
+    sync:  compute + the wait for the slowest worker + push phase + ps apply + pull phase,
+           each phase max(L D / B, n D / (k B)) + alpha (the pull waits for the round's last
+           push).
     async: a worker's cycle is compute + push + pull at its own link's rate, unless the ps
            links (n D / k each way per cycle, full duplex) are slower:
            max(compute + 2 (alpha + L D / B), n D / (k B)).
@@ -288,7 +316,7 @@ def predict_ps(sync, job, net, topo):
         phase = Cost(alpha, max(worker, server))
         comm = phase * 2 + apply
         why = "ps-link-bound" if server > worker else "worker-link-bound"
-        return Prediction(n, c + comm.total, comm, comm.total, why)
+        return Prediction(n, c + job.straggler(n) + comm.total, comm, comm.total, why)
     own = Cost(2 * alpha, 2 * worker)
     cycle = max(c + own.total, server)
     why = "ps-link-bound" if server > c + own.total else "worker-link-bound"
