@@ -232,7 +232,11 @@ def fill(args):
             args.host_compute = "%.9fs" % at_once(tools, args.program, batch, local, spread)
             _log("compute with %d workers at once: %s" % (local, args.host_compute))
         if args.step_timelines is None and all(os.path.exists(p) for p in spread):
-            args.step_timelines = ",".join(spread)
+            try:
+                inputs.step_spread(spread)
+                args.step_timelines = ",".join(spread)
+            except InputError as e:  # e.g. Trainer.fit does no collectives on one worker
+                _log("no spread of step times, lockstep left out: %s" % e)
         if args.timeline is None and (args.tensors is None or args.overlap is None):
             args.timeline = timeline(tools, args.program, tmp)
     elif args.compute is None:
