@@ -156,10 +156,19 @@ run_gloo() {
 }
 
 # Runs one configuration and reports how it went; a failure there does not stop the others.
+# The cache-line round trip between the two cores just before a run ("" without the tool):
+# the host may move this VM's vCPUs between near and far cores (docs/algorithms.md).
+core_latency="$(dirname "$bench")/core_latency"
+placement() {
+  [[ -x "$core_latency" ]] || return 0
+  "$core_latency" 0 1 0.3 2>/dev/null | sed -n 's/.*: \([0-9]*\) ns .*/ [cores: \1 ns]/p'
+}
+
 attempt() {
   local name="$1"; shift
   wanted "$name" || return 0
-  local start=$SECONDS rc=0
+  local start=$SECONDS rc=0 cores
+  cores="$(placement)"
   "$@" || rc=$?
   local verdict="ok"
   if [[ $rc == 3 ]]; then
@@ -170,7 +179,7 @@ attempt() {
   elif [[ $rc != 0 ]]; then
     verdict="FAILED (exit $rc, see $out/$name$suffix.rank*.log)"; status=1
   fi
-  printf '# %-11s %s (%ds)\n' "$name" "$verdict" $((SECONDS - start))
+  printf '# %-11s %s (%ds)%s\n' "$name" "$verdict" $((SECONDS - start)) "$cores"
 }
 
 echo "# chorus allreduce comparison, $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Shared-memory allreduce against where the two cores are: each round measures the cache-line
+# round trip between cpu 0 and cpu 1 (build/bench/core_latency), then runs 2 ranks of
+# chorus-bench with heap buffers on the streaming ring (chorus's choice from 16 MiB), on the
+# single-copy ring (CHORUS_SHM_STREAMING_BYTES=0) and OpenMPI's vader, and prints one line:
+# busbw in GB/s at each size. docs/algorithms.md ("Two placements") explains the use.
+#
+# usage: bench/shm_placement.sh [ROUNDS=10] [BUILD_DIR=build] [SIZES=16M,64M]
+set -euo pipefail
+rounds=${1:-10}
+build=${2:-build}
+sizes=${3:-16M,64M}
+bench="$build/bench/chorus-bench"
+latency="$build/bench/core_latency"
+chorusrun="$build/tools/chorusrun/chorusrun"
+for tool in "$bench" "$latency" "$chorusrun"; do
+  [[ -x "$tool" ]] || { echo "shm_placement.sh: $tool not built" >&2; exit 2; }
+done
+min=${sizes%%,*}
+max=${sizes##*,}
+csv=$(mktemp)
+trap 'rm -f "$csv"' EXIT
+args=(--op allreduce --dtype float32 --min-bytes "$min" --max-bytes "$max" --iters 30 --csv
+      --out "$csv")
+busbw() { awk -F, 'NR > 1 {printf "%s %.2f  ", $5 / 1048576 "M", $8}' "$csv"; }
+chorus() { env CHORUS_TRANSPORT=shm "$@" "$chorusrun" -np 2 -- "$bench" "${args[@]}" >/dev/null 2>&1; busbw; }
+vader() {
+  if command -v mpirun >/dev/null; then
+    mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader "$bench" --peer mpi \
+      "${args[@]}" >/dev/null 2>&1 && busbw
+  else
+    echo "no mpirun"
+  fi
+}
+ns() { "$latency" 0 1 0.3 | sed -n 's/.*: \([0-9]*\) ns .*/\1/p'; }
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "# round: core round trip before/after (ns) | streaming ring | single-copy ring | vader (busbw GB/s)"
+for ((i = 1; i <= rounds; i++)); do
+  before=$(ns)
+  s=$(chorus)
+  c=$(chorus CHORUS_SHM_STREAMING_BYTES=0)
+  v=$(vader)
+  echo "$i: $before/$(ns) | $s| $c| $v"
+done
