@@ -2,7 +2,8 @@
 # Shared-memory allreduce against where the two cores are: each round measures the cache-line
 # round trip between cpu 0 and cpu 1 (build/bench/core_latency), then runs 2 ranks of
 # chorus-bench with heap buffers on the streaming ring (chorus's choice from 16 MiB), on the
-# single-copy ring (CHORUS_SHM_STREAMING_BYTES=0) and OpenMPI's vader, and prints one line:
+# single-copy ring (CHORUS_SHM_STREAMING_BYTES=0), with alloc_shared buffers (the allreduce
+# in shared memory, as training's gradient buckets) and OpenMPI's vader, and prints one line:
 # busbw in GB/s at each size. docs/algorithms.md ("Two placements") explains the use.
 #
 # usage: bench/shm_placement.sh [ROUNDS=10] [BUILD_DIR=build] [SIZES=16M,64M]
@@ -23,7 +24,15 @@ trap 'rm -f "$csv"' EXIT
 args=(--op allreduce --dtype float32 --min-bytes "$min" --max-bytes "$max" --iters 30 --csv
       --out "$csv")
 busbw() { awk -F, 'NR > 1 {printf "%s %.2f  ", $5 / 1048576 "M", $8}' "$csv"; }
-chorus() { env CHORUS_TRANSPORT=shm "$@" "$chorusrun" -np 2 -- "$bench" "${args[@]}" >/dev/null 2>&1; busbw; }
+# usage: chorus [VAR=value...] [-- chorus-bench args]
+chorus() {
+  local vars=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do vars+=("$1"); shift; done
+  [[ $# -gt 0 ]] && shift
+  env CHORUS_TRANSPORT=shm "${vars[@]}" "$chorusrun" -np 2 -- "$bench" "${args[@]}" "$@" \
+    >/dev/null 2>&1
+  busbw
+}
 vader() {
   if command -v mpirun >/dev/null; then
     mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader "$bench" --peer mpi \
@@ -34,11 +43,12 @@ vader() {
 }
 ns() { "$latency" 0 1 0.3 | sed -n 's/.*: \([0-9]*\) ns .*/\1/p'; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
-echo "# round: core round trip before/after (ns) | streaming ring | single-copy ring | vader (busbw GB/s)"
+echo "# round: core round trip before/after (ns) | streaming ring | single-copy ring | shared buffers | vader (busbw GB/s)"
 for ((i = 1; i <= rounds; i++)); do
   before=$(ns)
   s=$(chorus)
   c=$(chorus CHORUS_SHM_STREAMING_BYTES=0)
+  a=$(chorus -- --shared-buffers)
   v=$(vader)
-  echo "$i: $before/$(ns) | $s| $c| $v"
+  echo "$i: $before/$(ns) | $s| $c| $a| $v"
 done
