@@ -80,19 +80,29 @@ bool default_cpus(int* a, int* b) {
 
 }  // namespace
 
+// A whole decimal number in [0, 4096), or -1.
+int parse_cpu(const char* text) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return (end != text && *end == '\0' && v >= 0 && v < 4096) ? static_cast<int>(v) : -1;
+}
+
 int main(int argc, char** argv) {
   int a = 0, b = 1;
   double seconds = 1.0;
+  char* end = nullptr;
+  if (argc >= 4) seconds = std::strtod(argv[3], &end);
+  const bool bad_seconds = argc >= 4 && (*end != '\0' || !(seconds > 0 && seconds <= 600));
   if (argc >= 3) {
-    a = std::atoi(argv[1]);
-    b = std::atoi(argv[2]);
-  } else if (!default_cpus(&a, &b)) {
-    std::fprintf(stderr, "core_latency: needs two CPUs to run on\n");
+    a = parse_cpu(argv[1]);
+    b = parse_cpu(argv[2]);
+  }
+  if (argc == 2 || argc > 4 || a < 0 || b < 0 || a == b || bad_seconds) {
+    std::fprintf(stderr, "usage: core_latency [CPU_A CPU_B (distinct)] [SECONDS (0-600]]\n");
     return 2;
   }
-  if (argc >= 4) seconds = std::atof(argv[3]);
-  if (a < 0 || b < 0 || a == b || !(seconds > 0 && seconds <= 600)) {
-    std::fprintf(stderr, "usage: core_latency [CPU_A CPU_B (distinct)] [SECONDS (0-600]]\n");
+  if (argc < 3 && !default_cpus(&a, &b)) {
+    std::fprintf(stderr, "core_latency: needs two CPUs to run on\n");
     return 2;
   }
   for (int cpu : {a, b}) {
