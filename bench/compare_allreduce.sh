@@ -155,7 +155,6 @@ run_gloo() {
   return $rc
 }
 
-# Runs one configuration and reports how it went; a failure there does not stop the others.
 # The cache-line round trip between the two cores just before a run ("" without the tool):
 # the host may move this VM's vCPUs between near and far cores (docs/algorithms.md).
 core_latency="$(dirname "$bench")/core_latency"
@@ -164,6 +163,7 @@ placement() {
   "$core_latency" 0 1 0.3 2>/dev/null | sed -n 's/.*: \([0-9]*\) ns .*/ [cores: \1 ns]/p'
 }
 
+# Runs one configuration and reports how it went; a failure there does not stop the others.
 attempt() {
   local name="$1"; shift
   wanted "$name" || return 0

@@ -38,9 +38,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "plan"))
 from chorus_plan import inputs, measure  # noqa: E402
 
 FASHION_PARAMS = 2770634  # conv 320 + fc1 21632 x 128 + 128 + fc2 1290 (examples/fashion_mnist)
-TENSORS = {"fashion": 6, "resnet": 62}
+TENSORS = {"fashion": 6, "resnet": 62}  # parameters with gradients, without a timeline
 # Rows that leave inputs out on purpose, to show what each adds; not part of the bar.
-ABLATION = "ablation:"  # parameters with gradients, without a timeline
+ABLATION = "ablation:"
 
 
 def log(msg):
@@ -207,17 +207,6 @@ def rows_hosts(a):
     return rows
 
 
-def has_steps(timelines):
-    """Whether one-worker timelines show steps: Trainer.fit (ResNet-18) does no collectives
-    on one worker, so its timelines are empty."""
-    try:
-        inputs.step_spread(timelines)
-        return True
-    except inputs.InputError as e:
-        log("no step times: %s" % e)
-        return False
-
-
 def rows_train(a):
     path = os.path.join(a.out, "train.txt")
     if not os.path.exists(path):
@@ -269,7 +258,10 @@ def rows_train(a):
             full = args + ["--host-compute", "%.9f" % host, "--cores-per-host", str(cores)]
             label = "--host-compute and --cores-per-host %d (no step times: Trainer.fit " \
                     "does no collectives on one worker)" % cores
-            if which in spreads and has_steps(spreads[which]):
+            missing = inputs.why_no_step_spread(spreads.get(which, []))
+            if missing:
+                log("no step times: %s" % missing)
+            else:
                 full += ["--step-timelines", ",".join(spreads[which])]
                 label = "--host-compute, --cores-per-host %d and --step-timelines" % cores
             p = [x for x in plan(full) if x["workers"] == 2][0]

@@ -262,6 +262,18 @@ class StepTimes(unittest.TestCase):
         with self.assertRaisesRegex(inputs.InputError, "no tensor was negotiated in two steps"):
             inputs.step_times([], "t.json")
 
+    def test_why_no_step_spread(self):
+        self.assertEqual(inputs.why_no_step_spread([]), "no timelines")
+        with tempfile.TemporaryDirectory() as tmp:
+            empty, good = os.path.join(tmp, "empty.json"), os.path.join(tmp, "good.json")
+            with open(empty, "w") as f:
+                json.dump([{"name": "NEGOTIATE", "ts": 0, "args": {"tensor": "shutdown"}}], f)
+            with open(good, "w") as f:
+                json.dump(one_worker_timeline([20, 22] * 10 + [0]), f)
+            self.assertIn("no tensor was negotiated in two steps",
+                          inputs.why_no_step_spread([empty]))
+            self.assertEqual(inputs.why_no_step_spread([good]), "")
+
 
 GOOD = ["--compute", "30ms", "--batch", "64", "--gradient-bytes", "11.08MB", "--tensors", "6",
         "--intra-alpha", "2us", "--intra-bandwidth", "8GB/s", "--inter-alpha", "60us",

@@ -218,6 +218,18 @@ def step_spread(paths):
     return tuple(sorted(spread))
 
 
+def why_no_step_spread(paths):
+    """"" when step_spread(paths) has steps to give, else why not (no timelines, or
+    timelines without steps: Trainer.fit does no collectives on one worker)."""
+    if not paths:
+        return "no timelines"
+    try:
+        step_spread(paths)
+        return ""
+    except InputError as e:
+        return str(e)
+
+
 def timeline_facts(events, compute, path="timeline"):
     """From the timeline of a multi-worker run: tensors per step, collectives per step, and
     the overlap: the median over steps of (last enqueue - first enqueue) / compute, where a
@@ -244,4 +256,3 @@ def timeline_facts(events, compute, path="timeline"):
         "window": window,
         "overlap": min(1.0, window / compute) if compute > 0 else 0.0,
     }
-

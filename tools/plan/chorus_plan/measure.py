@@ -178,6 +178,8 @@ def at_once(tools, program, batch, count, timelines=()):
     writes its timeline to timelines[i] when given."""
     cmd = [tools["chorusrun"], "-np", "1", "--"] + program
     _log("running %d at once: %s" % (count, " ".join(cmd)))
+    if timelines and len(timelines) != count:
+        raise ValueError("at_once: %d timelines for %d runs" % (len(timelines), count))
     envs = [dict(os.environ, CHORUS_TIMELINE=t) for t in timelines] or [None] * count
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=env) for env in envs]
@@ -232,11 +234,11 @@ def fill(args):
             args.host_compute = "%.9fs" % at_once(tools, args.program, batch, local, spread)
             _log("compute with %d workers at once: %s" % (local, args.host_compute))
         if args.step_timelines is None and all(os.path.exists(p) for p in spread):
-            try:
-                inputs.step_spread(spread)
+            missing = inputs.why_no_step_spread(spread)
+            if missing:
+                _log("no spread of step times, lockstep left out: %s" % missing)
+            else:
                 args.step_timelines = ",".join(spread)
-            except InputError as e:  # e.g. Trainer.fit does no collectives on one worker
-                _log("no spread of step times, lockstep left out: %s" % e)
         if args.timeline is None and (args.tensors is None or args.overlap is None):
             args.timeline = timeline(tools, args.program, tmp)
     elif args.compute is None:
