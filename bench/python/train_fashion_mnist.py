@@ -3,9 +3,9 @@
 
 The job of examples/fashion_mnist, step for step: the tutorial CNN (Conv2d 32 3x3 relu ->
 flatten -> Linear 128 relu -> Linear 10), the Fashion-MNIST IDX files of
-dataset-fashion-mnist, batch 64 per worker from a shuffled shard, SGD (momentum 0.9, lr
-scaled by the workers), one intra-op thread; each step reads the loss and counts the
-correct predictions as the C++ example does.
+dataset-fashion-mnist, batch 64 per worker from a shuffled shard, SGD (lr scaled by the
+workers, --momentum 0 unless given, as the example's), one intra-op thread; each step reads
+the loss and counts the correct predictions as the C++ example does.
 
   --backend chorus   chorus.torch (import chorus.torch as hvd), under chorusrun
   --backend ddp      PyTorch DistributedDataParallel (gloo), under chorusrun too: the rank
@@ -46,13 +46,13 @@ class Net(nn.Module):
 
 
 class Chorus:
-    def __init__(self, model, lr):
+    def __init__(self, model, lr, momentum):
         import chorus.torch as hvd
         self.hvd = hvd
         hvd.init()
         self.rank, self.size = hvd.rank(), hvd.size()
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        sgd = torch.optim.SGD(model.parameters(), lr=lr * self.size, momentum=0.9)
+        sgd = torch.optim.SGD(model.parameters(), lr=lr * self.size, momentum=momentum)
         self.model = model
         self.optimizer = hvd.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
 
@@ -61,13 +61,14 @@ class Chorus:
 
 
 class Ddp:
-    def __init__(self, model, lr):
+    def __init__(self, model, lr, momentum):
         import torch.distributed as dist
         self.dist = dist
         self.rank, self.size = int(os.environ["CHORUS_RANK"]), int(os.environ["CHORUS_SIZE"])
         dist.init_process_group("gloo", rank=self.rank, world_size=self.size)
         self.model = nn.parallel.DistributedDataParallel(model)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr * self.size, momentum=0.9)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr * self.size,
+                                         momentum=momentum)
 
     def mean(self, value):
         t = torch.tensor([value], dtype=torch.float64)
@@ -82,6 +83,7 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = p.parse_args()
@@ -91,7 +93,7 @@ def main():
     images = images.float().div_(255).unsqueeze(1)
     labels = labels.long()
     torch.manual_seed(1234)
-    job = (Chorus if args.backend == "chorus" else Ddp)(Net(), args.lr)
+    job = (Chorus if args.backend == "chorus" else Ddp)(Net(), args.lr, args.momentum)
     order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(1))
     order = order[job.rank::job.size]
     start, timed = time.perf_counter(), 0
