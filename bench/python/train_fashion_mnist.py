@@ -102,7 +102,7 @@ def main():
             start, timed = time.perf_counter(), 0
         sel = order[step * args.batch:(step + 1) * args.batch]
         x, y = images.index_select(0, sel), labels.index_select(0, sel)
-        job.optimizer.zero_grad()
+        job.optimizer.zero_grad(set_to_none=True)  # as the C++ optimizer's zero_grad()
         logits = job.model(x)
         loss = F.cross_entropy(logits, y)
         loss.backward()

@@ -68,7 +68,7 @@ def worker(rank, args, port):
             start = time.perf_counter()
         sel = order[step * args.batch:(step + 1) * args.batch]
         x, y = images.index_select(0, sel), labels.index_select(0, sel)
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)  # as chorus's C++ DistributedOptimizer::zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()

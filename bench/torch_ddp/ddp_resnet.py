@@ -35,7 +35,7 @@ def worker(rank, args, port):
             start = time.perf_counter()
         first = ((step % per_epoch) * args.workers + rank) * args.batch  # this worker's shard
         x, y = images[first:first + args.batch], labels[first:first + args.batch]
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)  # as chorus's C++ DistributedOptimizer::zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()

@@ -349,7 +349,12 @@ void DistributedOptimizer::step() {
   state_->synchronized = false;
 }
 
-void DistributedOptimizer::zero_grad() { optimizer_.zero_grad(); }
+void DistributedOptimizer::zero_grad(bool set_to_none) {
+  if (!set_to_none) return optimizer_.zero_grad();
+  for (auto& group : optimizer_.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad().reset();
+  }
+}
 
 const DistributedOptimizerOptions& DistributedOptimizer::options() const { return state_->options; }
 

@@ -1,7 +1,7 @@
 // DistributedOptimizer and state broadcast: distributed gradients equal one process's on
 // the concatenated batch; backward_passes_per_step; fp16 error bound; sum and predivide;
-// bit-identical replicas after steps; a parameter without gradient on one rank; parameter
-// and optimizer-state broadcast (SGD momentum, Adam).
+// bit-identical replicas after steps; zero_grad to none or to zeros; a parameter without
+// gradient on one rank; parameter and optimizer-state broadcast (SGD momentum, Adam).
 // The optimizer's tests run on both of its paths: over TCP (each gradient reduced on its
 // own, fused by the engine) and over shared memory (gradient buckets, param.grad() views
 // into memory the ranks share, each bucket reduced in shared memory), with one bucket and
@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "chorus/error.h"
@@ -255,6 +256,41 @@ TEST_P(DistributedOptimizerTest, GradientsSetToNoneOrReplacedAreReducedAllTheSam
       EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6))
           << "step " << step << ": " << (got - want).abs().max().item<float>();
     }
+    expect_shared_memory(e);
+  });
+}
+
+// zero_grad() leaves every gradient undefined; zero_grad(false) zeros them where they are
+// (on the bucket path: in the shared memory). Either way, the same training, bit for bit.
+TEST_P(DistributedOptimizerTest, ZeroGradToNoneOrToZerosTrainsBitIdentically) {
+  EngineGroup g = group(2);
+  g.run([&](int r, Engine& e) {
+    std::vector<::torch::Tensor> trained;
+    for (bool set_to_none : {true, false}) {
+      auto m = make_mlp(kHidden);
+      fill(*m, 0.25);
+      ::torch::optim::SGD sgd(m->parameters(), ::torch::optim::SGDOptions(0.3).momentum(0.9));
+      DistributedOptimizerOptions o = on(e);
+      o.name_prefix = set_to_none ? "none/" : "zeros/";
+      DistributedOptimizer opt(sgd, m->named_parameters(), o);
+      for (int step = 0; step < 4; ++step) {
+        opt.zero_grad(set_to_none);
+        for (const auto& p : m->parameters()) {
+          if (set_to_none) {
+            ASSERT_FALSE(p.grad().defined()) << "step " << step;
+          } else if (step > 0) {
+            ASSERT_EQ(p.grad().count_nonzero().item<int64_t>(), 0) << "step " << step;
+            if (buckets()) {
+              ASSERT_TRUE(g.comm(r).in_shared_memory(p.grad().data_ptr(), p.grad().nbytes()));
+            }
+          }
+        }
+        loss_of(m, (step * 2 + r) * 3, (step * 2 + r) * 3 + 3).backward();
+        opt.step();
+      }
+      trained.push_back(flat_params(*m));
+    }
+    ASSERT_EQ(std::memcmp(trained[0].data_ptr(), trained[1].data_ptr(), trained[0].nbytes()), 0);
     expect_shared_memory(e);
   });
 }

@@ -89,8 +89,11 @@ class DistributedOptimizer {
   // the reduced gradients before step(); step() then does not reduce again.
   // Throws the engine's errors (IoError, TimeoutError, InvalidArgument).
   void synchronize();
-  // The wrapped optimizer's zero_grad().
-  void zero_grad();
+  // set_to_none (the default, as in PyTorch 2): every gradient becomes undefined, so the
+  // next backward moves its gradient into place instead of adding it to zeros — on the
+  // bucket path it is then copied once into its bucket, one pass over the gradients where
+  // zeroing and adding took two. false: zeros, the wrapped optimizer's zero_grad().
+  void zero_grad(bool set_to_none = true);
 
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
   const DistributedOptimizerOptions& options() const;
