@@ -42,9 +42,12 @@ static_assert(sizeof(ControlBlock) <= 4096, "fits the control region's page");
 
 // Reduced a block at a time into scratch that stays in L1, then copied to every rank.
 constexpr size_t kBlockBytes = size_t{32} << 10;
-// From here results are written past the cache (util/stream_copy.h): the outputs would
-// otherwise evict the inputs and the rings of the next call (docs/algorithms.md).
-constexpr size_t kStreamingMinBytes = size_t{4} << 20;
+// Results are written past the cache (util/stream_copy.h) when the call's buffers — every
+// rank's input, and its output where apart — exceed this, three quarters of the AMD EPYC's
+// 32 MiB L3: the outputs would otherwise evict the inputs and the rings of the next call.
+// Below it they stay in the cache, where the caller reads them next (an optimizer step on
+// in-place gradient buckets). docs/algorithms.md.
+constexpr size_t kStreamingMinFootprint = size_t{24} << 20;
 
 ControlBlock& control_block(const SharedAllocation& control, int r) {
   return *reinterpret_cast<ControlBlock*>(control.data(r));
@@ -229,7 +232,9 @@ void SharedMemory::reduce_part(Context& ctx, size_t count, DataType type, Reduce
   int p = ctx.size(), me = ctx.rank();
   size_t es = dtype_size(type);
   size_t begin = part_offset(count, p, me) * es, end = begin + part_count(count, p, me) * es;
-  bool streaming = count * es >= kStreamingMinBytes;
+  size_t footprint = 0;
+  for (int r = 0; r < p; ++r) footprint += (src_[r] == dst_[r] ? 1 : 2) * count * es;
+  bool streaming = footprint > kStreamingMinFootprint;
   size_t block = kBlockBytes / es * es;
   char* scratch = ctx.ws.incoming.get(block);
   for (size_t at = begin; at < end; at += block) {
