@@ -78,6 +78,12 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
   }
   if (ring_family(o.allreduce_algorithm)) {
     if (streams(f, o)) {
+      // Far cores hand each line the streaming ring passes across slowly; the single-copy
+      // ring reads from memory and hardly minds (docs/algorithms.md, "Two placements").
+      if (f.size == 2 && f.cores_far && f.cores_far() && reads_peers(f, o)) {
+        return {AllreducePath::kRingSingleCopy,
+                "2 ranks on cores far apart: single copy, not streaming (CHORUS_SHM_PLACEMENT)"};
+      }
       return {AllreducePath::kRingStreaming,
               "over shared memory from CHORUS_SHM_STREAMING_BYTES: past the cache"};
     }

@@ -51,6 +51,9 @@ struct AllreduceFacts {
   // Collective, asked only when needed: every rank's send and recv lie in alloc_shared
   // memory (the shared-memory handshake, which also checks that the calls agree).
   std::function<bool()> shared_buffers;
+  // Collective, asked only when needed (2 ranks about to stream): their cores are far
+  // apart (CommunicatorOptions::shm_placement, or measured: docs/algorithms.md).
+  std::function<bool()> cores_far;
 };
 
 // The smallest allreduce worth the shared-memory handshake (about a microsecond): smaller

@@ -93,6 +93,11 @@ bool Communicator::Impl::peers_readable(comm::Context& ctx) {
   return single_copy_agreed == 1;
 }
 
+bool Communicator::Impl::cores_far(comm::Context& ctx) {
+  if (options.shm_placement >= 0) return options.shm_placement == 1;
+  return !mpi && ctx.size() == 2 && comm::pair_round_trip_ns(ctx) >= comm::kFarRoundTripNs;
+}
+
 comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, size_t bytes,
                                                          bool parts, const void* send, void* recv,
                                                          size_t count, DataType type, ReduceOp op) {
@@ -107,6 +112,7 @@ comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, siz
   f.uniform_hosts = comm::hosts_are_uniform(t);
   f.peers_readable = [this, &ctx] { return peers_readable(ctx); };
   f.shared_buffers = [=, &ctx] { return shared.handshake(ctx, send, recv, count, type, op); };
+  f.cores_far = [this, &ctx] { return cores_far(ctx); };
   return f;
 }
 

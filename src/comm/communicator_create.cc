@@ -30,6 +30,11 @@ CommunicatorOptions CommunicatorOptions::from_env() {
     CHORUS_CHECK_ARG(*v >= 0, "CHORUS_SHM_STREAMING_BYTES must be >= 0, not ", *v);
     o.shm_streaming_bytes = static_cast<size_t>(*v);
   }
+  if (auto v = env_string("CHORUS_SHM_PLACEMENT")) {
+    CHORUS_CHECK_ARG(*v == "auto" || *v == "near" || *v == "far",
+                     "CHORUS_SHM_PLACEMENT must be auto, near or far, not '", *v, "'");
+    o.shm_placement = *v == "auto" ? -1 : *v == "far" ? 1 : 0;
+  }
   if (auto v = env_int("CHORUS_LOG_PLANS")) {
     CHORUS_CHECK_ARG(*v == 0 || *v == 1, "CHORUS_LOG_PLANS must be 0 or 1, not ", *v);
     o.log_plans = *v == 1;

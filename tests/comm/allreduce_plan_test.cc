@@ -10,19 +10,20 @@ namespace {
 using P = AllreducePath;
 
 struct Asked {
-  int readable = 0, shared = 0;
+  int readable = 0, shared = 0, far = 0;
 };
 
 // Facts of a single-host job of `size` ranks over shared memory; the collective facts
 // answer `readable` / `shared` and count how often they are asked.
-AllreduceFacts facts(size_t bytes, int size, Asked& asked, bool readable = true,
-                     bool shared = true) {
+AllreduceFacts facts(size_t bytes, int size, Asked& asked, bool readable = true, bool shared = true,
+                     bool far = false) {
   AllreduceFacts f;
   f.bytes = bytes;
   f.size = size;
   f.one_host = f.shm_links = true;
   f.peers_readable = [&asked, readable] { return ++asked.readable, readable; };
   f.shared_buffers = [&asked, shared] { return ++asked.shared, shared; };
+  f.cores_far = [&asked, far] { return ++asked.far, far; };
   return f;
 }
 
@@ -62,6 +63,30 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);
   o.shm_single_copy = false;
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);
+}
+
+// Two ranks whose cores are far apart read from memory (single copy) rather than hand every
+// line across (streaming); asked only where 2 ranks would stream.
+TEST(AllreducePlan, FarCoresTakeSingleCopyWhereTwoRanksWouldStream) {
+  CommunicatorOptions o;
+  Asked asked;
+  const size_t big = o.shm_streaming_bytes;
+  EXPECT_EQ(plan_allreduce(facts(big, 2, asked, true, true, /*far=*/true), o).path,
+            P::kRingSingleCopy);
+  EXPECT_EQ(asked.far, 1);
+  EXPECT_EQ(plan_allreduce(facts(big, 2, asked, true, true, /*far=*/false), o).path,
+            P::kRingStreaming);
+  EXPECT_EQ(asked.far, 2);
+  // Far, but single copy not allowed or not possible: streaming still.
+  EXPECT_EQ(plan_allreduce(facts(big, 2, asked, /*readable=*/false, true, true), o).path,
+            P::kRingStreaming);
+  // Not asked: below the streaming size, more than 2 ranks, TCP.
+  EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path, P::kRingSingleCopy);
+  EXPECT_EQ(plan_allreduce(facts(big, 3, asked, true, true, true), o).path, P::kRingStreaming);
+  auto tcp = facts(big, 2, asked, true, true, true);
+  tcp.shm_links = false;
+  EXPECT_EQ(plan_allreduce(tcp, o).path, P::kRing);
+  EXPECT_EQ(asked.far, 3);
 }
 
 TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {

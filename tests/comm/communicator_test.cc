@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/algorithms.h"
@@ -77,6 +78,14 @@ TEST(CommunicatorOptions, AlgorithmNamesAndEnvironment) {
   EXPECT_THROW(CommunicatorOptions::from_env(), InvalidArgument);
   ::unsetenv("CHORUS_LOG_PLANS");
   ::unsetenv("CHORUS_TIMEOUT_SECONDS");
+  EXPECT_EQ(CommunicatorOptions::from_env().shm_placement, -1);
+  for (auto [name, value] : {std::pair{"far", 1}, {"near", 0}, {"auto", -1}}) {
+    ::setenv("CHORUS_SHM_PLACEMENT", name, 1);
+    EXPECT_EQ(CommunicatorOptions::from_env().shm_placement, value) << name;
+  }
+  ::setenv("CHORUS_SHM_PLACEMENT", "1", 1);
+  EXPECT_THROW(CommunicatorOptions::from_env(), InvalidArgument);
+  ::unsetenv("CHORUS_SHM_PLACEMENT");
 }
 
 // What ran is what the plan says, named by last_plan() (and in the log with
@@ -92,7 +101,9 @@ TEST(CommunicatorPlan, LastPlanNamesWhatRan) {
     EXPECT_STREQ(comm.last_plan(), "halving-doubling");
     EXPECT_FALSE(comm.allreduce_reads_parts_in_place());  // tcp: parts are staged
   });
-  Group shm(Transport::kShm, 2);
+  auto near = Group::default_options();
+  near.shm_placement = 0;  // auto would measure where the host put the cores
+  Group shm(Transport::kShm, 2, near);
   shm.run([](int r, Communicator& comm) {
     std::vector<float> v((16 << 20) / 4, 1.0f);
     comm.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
@@ -117,6 +128,32 @@ TEST(CommunicatorPlan, LastPlanNamesWhatRan) {
                      "most 16 KiB: latency-bound"),
             std::string::npos)
       << log;
+}
+
+// Where 2 ranks would stream, cores far apart take the single-copy ring; measured (auto),
+// both ranks plan alike whatever the placement, and the sums are right.
+TEST(CommunicatorPlan, PlacementChoosesBetweenStreamingAndSingleCopy) {
+  for (int placement : {1, -1}) {
+    auto o = Group::default_options();
+    o.shm_placement = placement;
+    Group shm(Transport::kShm, 2, o);
+    std::vector<std::string> plans(2);
+    for (int call = 0; call < 3; ++call) {
+      shm.run([&](int r, Communicator& comm) {
+        std::vector<float> v((16 << 20) / 4, static_cast<float>(r + 1));
+        comm.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+        EXPECT_EQ(v.front(), 3.0f);
+        EXPECT_EQ(v.back(), 3.0f);
+        plans[r] = comm.last_plan();
+      });
+      EXPECT_EQ(plans[0], plans[1]) << "placement " << placement << ", call " << call;
+      if (placement == 1) {
+        EXPECT_EQ(plans[0], shm[0].single_copy() ? "ring (single-copy)" : "ring (streaming)");
+      } else {
+        EXPECT_TRUE(plans[0] == "ring (single-copy)" || plans[0] == "ring (streaming)") << plans[0];
+      }
+    }
+  }
 }
 
 TEST(CommunicatorFailure, AbortBreaksEveryRankQuickly) {
