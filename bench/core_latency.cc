@@ -78,14 +78,14 @@ bool default_cpus(int* a, int* b) {
   return found == 2;
 }
 
-}  // namespace
-
 // A whole decimal number in [0, 4096), or -1.
 int parse_cpu(const char* text) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
   return (end != text && *end == '\0' && v >= 0 && v < 4096) ? static_cast<int>(v) : -1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int a = 0, b = 1;

@@ -7,6 +7,7 @@
 #include "chorus/error.h"
 #include "comm/algorithms.h"
 #include "comm/communicator_impl.h"
+#include "comm/placement.h"
 #include "comm/ring.h"
 #include "util/deadline.h"
 #include "util/log.h"

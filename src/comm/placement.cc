@@ -1,11 +1,8 @@
-// Where the host put the two ranks' cores (docs/algorithms.md, "Two placements"): near
-// ones share a cache; far ones hand every cache line across several times slower, which
-// the streaming ring pays on every byte and the single-copy ring, reading from memory, not.
+#include "comm/placement.h"
+
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 
-#include "comm/ring.h"
 #include "transport/progress.h"
 
 namespace chorus::comm {
@@ -14,6 +11,7 @@ using transport::Transfer;
 
 int64_t pair_round_trip_ns(Context& ctx) {
   transport::Link& link = ctx.link(1 - ctx.rank());
+  const bool timer = ctx.rank() == 0;  // rank 0 sends first and times; rank 1 echoes
   // 8-byte tokens keep the link's byte stream 8-aligned (comm/recv_reduce.h).
   uint64_t token = 0;
   auto step = [&](bool send) {
@@ -21,18 +19,18 @@ int64_t pair_round_trip_ns(Context& ctx) {
                       : Transfer::recv(link, &token, sizeof(token));
     ctx.progress.finish(&t, 1);
   };
-  int64_t fastest = INT64_MAX;
+  using Clock = std::chrono::steady_clock;
+  Clock::duration fastest = Clock::duration::max();
   for (int i = 0; i < kPlacementRoundTrips; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    step(ctx.rank() == 0);
-    step(ctx.rank() != 0);
-    auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::steady_clock::now() - start);
-    fastest = std::min<int64_t>(fastest, took.count());
+    Clock::time_point start = Clock::now();
+    step(timer);
+    step(!timer);
+    if (timer) fastest = std::min(fastest, Clock::now() - start);
   }
-  // Rank 0's measure is the answer: both ranks must plan alike.
-  token = static_cast<uint64_t>(fastest);
-  step(ctx.rank() == 0);
+  // Rank 0's measure is the answer for both.
+  token =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(fastest).count());
+  step(timer);
   return static_cast<int64_t>(token);
 }
 

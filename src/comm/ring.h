@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <vector>
 
 #include "chorus/communicator.h"
@@ -80,13 +79,5 @@ void ring_run_single_copy(Context& ctx, const RingSpec& spec);
 // The collective agreement behind RingMode::kSingleCopy: true when every rank can read the
 // memory of every peer. A barrier first, so that every peer's link end exists.
 bool agree_single_copy(Context& ctx);
-
-// Two ranks on one host: the fastest of kPlacementRoundTrips 8-byte round trips over their
-// link, in nanoseconds, as rank 0 measured it (both ranks return it, so they plan alike).
-// From kFarRoundTripNs their cores are far apart: on the AMD EPYC VM, 130-150 ns near and
-// 340-370 ns far (docs/algorithms.md, "Two placements"). REQUIRES: size() == 2.
-inline constexpr int kPlacementRoundTrips = 16;
-inline constexpr int64_t kFarRoundTripNs = 300;
-int64_t pair_round_trip_ns(Context& ctx);
 
 }  // namespace chorus::comm
