@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Shared-memory allreduce against where the two cores are: each round measures the cache-line
 # round trip between cpu 0 and cpu 1 (build/bench/core_latency), then runs 2 ranks of
-# chorus-bench with heap buffers as chorus chooses (from 16 MiB: the streaming ring, or the
-# single-copy ring when its probe finds the cores far apart), on the streaming ring
-# (CHORUS_SHM_PLACEMENT=near), on the single-copy ring (CHORUS_SHM_STREAMING_BYTES=0), with
-# alloc_shared buffers (the allreduce in shared memory, as training's gradient buckets) and
-# OpenMPI's vader, and prints one line: busbw in GB/s at each size. docs/algorithms.md ("Two
-# placements") explains the use.
+# chorus-bench with heap buffers as chorus chooses (from 16 MiB: the streaming ring, through
+# memory when its probe finds the cores far apart), on the streaming ring as for near cores
+# (CHORUS_SHM_PLACEMENT=near) and as for far ones (=far), on the single-copy ring
+# (CHORUS_SHM_STREAMING_BYTES=0), with alloc_shared buffers (the allreduce in shared memory,
+# as training's gradient buckets) and OpenMPI's vader, and prints one line: busbw in GB/s at
+# each size. docs/algorithms.md ("Two placements") explains the use.
 #
 # usage: bench/shm_placement.sh [ROUNDS=10] [BUILD_DIR=build] [SIZES=16M,64M]
 set -euo pipefail
@@ -45,13 +45,14 @@ vader() {
 }
 ns() { "$latency" 0 1 0.3 | sed -n 's/.*: \([0-9]*\) ns .*/\1/p'; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
-echo "# round: core round trip before/after (ns) | chorus's choice | streaming ring | single-copy ring | shared buffers | vader (busbw GB/s)"
+echo "# round: core round trip before/after (ns) | chorus's choice | streaming ring (near) | streaming ring (far) | single-copy ring | shared buffers | vader (busbw GB/s)"
 for ((i = 1; i <= rounds; i++)); do
   before=$(ns)
   d=$(chorus)
   s=$(chorus CHORUS_SHM_PLACEMENT=near)
+  f=$(chorus CHORUS_SHM_PLACEMENT=far)
   c=$(chorus CHORUS_SHM_STREAMING_BYTES=0)
   a=$(chorus -- --shared-buffers)
   v=$(vader)
-  echo "$i: $before/$(ns) | $d| $s| $c| $a| $v"
+  echo "$i: $before/$(ns) | $d| $s| $f| $c| $a| $v"
 done

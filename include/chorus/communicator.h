@@ -67,9 +67,9 @@ struct CommunicatorOptions {
   size_t shm_streaming_bytes = size_t{16} << 20;
   // CHORUS_SHM_PLACEMENT (auto | near | far): where 2 ranks on one host would stream, and
   // their cores are far apart (caches that hand lines across slowly, as a VM's vCPUs may be
-  // placed, docs/algorithms.md), the single-copy ring runs instead. -1 (auto): measured at
-  // each such call (16 round trips over the link, a few microseconds); 0: near; 1: far.
-  // Must be the same on every rank.
+  // placed, docs/algorithms.md), the streaming ring hands its bytes on through memory
+  // instead. -1 (auto): measured at each such call (16 round trips over the link, a few
+  // microseconds); 0: near; 1: far. Must be the same on every rank.
   int shm_placement = -1;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   // CHORUS_LOG_PLANS=1: every allreduce, allgather and reduce-scatter logs its plan (how it

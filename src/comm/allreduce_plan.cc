@@ -47,6 +47,8 @@ const char* allreduce_path_name(AllreducePath path) {
       return "shared memory";
     case AllreducePath::kRingStreaming:
       return "ring (streaming)";
+    case AllreducePath::kRingStreamingFar:
+      return "ring (streaming, far)";
     case AllreducePath::kRingSingleCopy:
       return "ring (single-copy)";
     case AllreducePath::kRing:
@@ -78,11 +80,11 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
   }
   if (ring_family(o.allreduce_algorithm)) {
     if (streams(f, o)) {
-      // Far cores hand each line the streaming ring passes across slowly; the single-copy
-      // ring reads from memory and hardly minds (docs/algorithms.md, "Two placements").
-      if (f.size == 2 && f.cores_far && f.cores_far() && reads_peers(f, o)) {
-        return {AllreducePath::kRingSingleCopy,
-                "2 ranks on cores far apart: single copy, not streaming (CHORUS_SHM_PLACEMENT)"};
+      // Far cores hand each line the streaming ring passes across slowly; through memory it
+      // goes faster (docs/algorithms.md, "Two placements").
+      if (f.size == 2 && f.cores_far && f.cores_far()) {
+        return {AllreducePath::kRingStreamingFar,
+                "2 ranks on cores far apart: streaming through memory (CHORUS_SHM_PLACEMENT)"};
       }
       return {AllreducePath::kRingStreaming,
               "over shared memory from CHORUS_SHM_STREAMING_BYTES: past the cache"};
@@ -101,6 +103,8 @@ const char* ring_mode_name(RingMode mode) {
       return "ring";
     case RingMode::kStreaming:
       return "ring (streaming)";
+    case RingMode::kStreamingFar:
+      return "ring (streaming, far)";
     case RingMode::kSingleCopy:
       return "ring (single-copy)";
   }

@@ -20,6 +20,7 @@ enum class AllreducePath : uint8_t {
   kLocal,              // one rank: a copy
   kSharedMemory,       // every rank's buffers in alloc_shared memory: reduced there, no link
   kRingStreaming,      // the byte-stream ring, chunk-major, results written past the cache
+  kRingStreamingFar,   // the same on cores far apart: the rings' bytes pass through memory
   kRingSingleCopy,     // the ring that reads peers' memory (PeerMemory), parts in place
   kRing,               // the byte-stream ring (parts: staged through one buffer)
   kHalvingDoubling,    // Rabenseifner (parts: staged)
@@ -27,8 +28,8 @@ enum class AllreducePath : uint8_t {
   kHierarchical,       // within hosts, then across, then within (parts: staged)
 };
 
-// "local", "shared memory", "ring (streaming)", "ring (single-copy)", "ring",
-// "halving-doubling", "recursive doubling", "hierarchical".
+// "local", "shared memory", "ring (streaming)", "ring (streaming, far)", "ring (single-copy)",
+// "ring", "halving-doubling", "recursive doubling", "hierarchical".
 const char* allreduce_path_name(AllreducePath path);
 
 struct AllreducePlan {
@@ -73,8 +74,11 @@ AllreducePlan plan_allreduce(const AllreduceFacts& facts, const CommunicatorOpti
 
 // How a ring allgather / reduce-scatter of `bytes` runs.
 enum class RingMode : uint8_t {
-  kStream,      // through the links' byte streams
-  kStreaming,   // chunk-major through shared-memory rings, results past the cache
+  kStream,     // through the links' byte streams
+  kStreaming,  // chunk-major through shared-memory rings, results past the cache
+  // kStreaming for cores far apart: what goes into the rings also bypasses the cache, so
+  // the neighbour reads it from memory, not line by line from this core's distant cache.
+  kStreamingFar,
   kSingleCopy,  // reading peers' memory
 };
 const char* ring_mode_name(RingMode mode);

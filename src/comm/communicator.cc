@@ -151,6 +151,8 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
       return shared.run(ctx, count, type, op);
     case AllreducePath::kRingStreaming:
       return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kStreaming);
+    case AllreducePath::kRingStreamingFar:
+      return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kStreamingFar);
     case AllreducePath::kRingSingleCopy:
       return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kSingleCopy);
     case AllreducePath::kRing:

@@ -1,7 +1,7 @@
 // Where the host put the cores of two ranks on one host (docs/algorithms.md, "Two
 // placements"): near ones share a cache; far ones hand every cache line across several
-// times slower, which the streaming ring pays on every byte and the single-copy ring,
-// reading from memory, does not.
+// times slower, which the streaming ring pays on every byte unless it passes them through
+// memory (RingMode::kStreamingFar), which in turn costs near cores.
 #pragma once
 
 #include <cstdint>

@@ -26,6 +26,11 @@ constexpr size_t kStreamingChunkBytes = size_t{1} << 20;
 // (7 % at 64 MiB) than copying each 128 KiB block after reducing all of it.
 constexpr size_t kStreamingPieceBytes = size_t{16} << 10;
 
+// The chunk-major ring through shared-memory rings, for cores near or far.
+bool streams(RingMode mode) {
+  return mode == RingMode::kStreaming || mode == RingMode::kStreamingFar;
+}
+
 class RingStream {
  public:
   RingStream(Context& ctx, const RingSpec& spec);
@@ -38,6 +43,7 @@ class RingStream {
   void start_send();
   bool pump_recv();
   bool pump_send();
+  bool send_past_cache();
   bool reduce_arrived();
   size_t reduce_streamed();
   bool gather_arrived();
@@ -56,6 +62,7 @@ class RingStream {
   size_t send_full_ = 0;  // bytes of the current outgoing unit
   bool recv_reduces_ = false, recv_final_ = false;
   bool streaming_;
+  bool far_;  // kStreamingFar: bytes for the right neighbour bypass the cache too
   char* recv_dest_ = nullptr;
   RecvReduce reducer_;  // of xfer_[0] while recv_reduces_
 };
@@ -63,12 +70,12 @@ class RingStream {
 RingStream::RingStream(Context& ctx, const RingSpec& spec)
     : ctx_(ctx),
       s_(spec),
-      lay_(spec, ctx.rank(), ctx.size(),
-           spec.mode == RingMode::kStreaming ? kStreamingChunkBytes : kChunkBytes,
-           spec.mode == RingMode::kStreaming),
+      lay_(spec, ctx.rank(), ctx.size(), streams(spec.mode) ? kStreamingChunkBytes : kChunkBytes,
+           streams(spec.mode)),
       left_(ctx.link(mod(ctx.rank() - 1, ctx.size()))),
       right_(ctx.link(mod(ctx.rank() + 1, ctx.size()))),
-      streaming_(spec.mode == RingMode::kStreaming) {
+      streaming_(streams(spec.mode)),
+      far_(spec.mode == RingMode::kStreamingFar) {
   if (spec.reduce_scatter) incoming_ = ctx.ws.incoming.get(lay_.max_chunk * lay_.es);
 }
 
@@ -116,10 +123,29 @@ bool RingStream::pump_send() {
   bool moved = false;
   while (send_unit_ < lay_.units) {
     xfer_[1].size = send_available();
-    if (ctx_.progress.poll(&xfer_[1], 1)) moved = true;
+    if (far_ ? send_past_cache() : ctx_.progress.poll(&xfer_[1], 1)) moved = true;
     if (xfer_[1].done < send_full_) break;
     ++send_unit_;
     start_send();
+    moved = true;
+  }
+  return moved;
+}
+
+// Far cores: the outgoing bytes go into the ring to the right with streaming stores, in
+// blocks, so the neighbour reads them from memory. The plain send where the link lends no
+// memory.
+bool RingStream::send_past_cache() {
+  Transfer& out = xfer_[1];
+  bool moved = false;
+  while (out.done < out.size) {
+    size_t space;
+    char* at = ctx_.progress.reserve_send(out, &space);
+    if (at == nullptr) return ctx_.progress.poll(&out, 1) || moved;
+    size_t n = std::min({space, out.size - out.done, kReduceBlock});
+    if (n == 0) break;
+    copy_streaming(at, out.data + out.done, n);
+    ctx_.progress.commit_send(out, n);
     moved = true;
   }
   return moved;
@@ -167,12 +193,16 @@ size_t RingStream::reduce_streamed() {
   char* out = forward_space(reducer_.reduced(), &space);
   if (out == nullptr || reinterpret_cast<uintptr_t>(out) % lay_.es != 0) return 0;
   size_t limit = std::min(kReduceBlock, space / lay_.es * lay_.es), total = 0;
+  // Far cores: each piece is made in L1 and copied past the cache into the ring as well.
+  alignas(64) char piece_buf[kStreamingPieceBytes];
   while (total < limit) {
     size_t piece = std::min(limit - total, kStreamingPieceBytes);
-    size_t n = reducer_.pump(ctx_.progress, piece, out + total);
+    char* made = far_ ? piece_buf : out + total;
+    size_t n = reducer_.pump(ctx_.progress, piece, made);
     if (n == 0) break;
-    if (s_.divisor > 1) divide(s_.type, out + total, n / lay_.es, s_.divisor);
-    copy_streaming(recv_dest_ + reducer_.reduced() - n, out + total, n);
+    if (s_.divisor > 1) divide(s_.type, made, n / lay_.es, s_.divisor);
+    if (far_) copy_streaming(out + total, made, n);
+    copy_streaming(recv_dest_ + reducer_.reduced() - n, made, n);
     total += n;
     if (n < piece) break;
   }
@@ -194,7 +224,11 @@ bool RingStream::gather_arrived() {
     size_t space;
     if (char* out = forward_space(in.done, &space); space > 0) {
       n = std::min(n, space);
-      std::memcpy(out, at, n);
+      if (far_) {
+        copy_streaming(out, at, n);
+      } else {
+        std::memcpy(out, at, n);
+      }
       ctx_.progress.commit_send(xfer_[1], n);
     }
     copy_streaming(in.data + in.done, at, n);

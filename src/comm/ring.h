@@ -37,7 +37,7 @@ struct RingSpec {
 };
 
 // Runs the ring as spec.mode says: the single-copy pull ring, or the byte stream
-// (chunk-major with streaming stores for kStreaming).
+// (chunk-major with streaming stores for kStreaming and kStreamingFar).
 void ring_run(Context& ctx, const RingSpec& spec);
 
 // Where the ring's units lie, for both ways of running it. Units are numbered in stream

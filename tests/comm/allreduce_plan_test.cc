@@ -65,21 +65,22 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);
 }
 
-// Two ranks whose cores are far apart read from memory (single copy) rather than hand every
-// line across (streaming); asked only where 2 ranks would stream.
-TEST(AllreducePlan, FarCoresTakeSingleCopyWhereTwoRanksWouldStream) {
+// Two ranks whose cores are far apart stream through memory rather than hand every line
+// across caches; asked only where 2 ranks would stream.
+TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereTwoRanksWouldStream) {
   CommunicatorOptions o;
   Asked asked;
   const size_t big = o.shm_streaming_bytes;
   EXPECT_EQ(plan_allreduce(facts(big, 2, asked, true, true, /*far=*/true), o).path,
-            P::kRingSingleCopy);
+            P::kRingStreamingFar);
   EXPECT_EQ(asked.far, 1);
   EXPECT_EQ(plan_allreduce(facts(big, 2, asked, true, true, /*far=*/false), o).path,
             P::kRingStreaming);
   EXPECT_EQ(asked.far, 2);
-  // Far, but single copy not allowed or not possible: streaming still.
+  // Whether peers' memory is readable does not matter to it.
   EXPECT_EQ(plan_allreduce(facts(big, 2, asked, /*readable=*/false, true, true), o).path,
-            P::kRingStreaming);
+            P::kRingStreamingFar);
+  EXPECT_EQ(asked.far, 3);
   // Not asked: below the streaming size, more than 2 ranks, TCP.
   EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path, P::kRingSingleCopy);
   EXPECT_EQ(plan_allreduce(facts(big, 3, asked, true, true, true), o).path, P::kRingStreaming);
@@ -87,6 +88,7 @@ TEST(AllreducePlan, FarCoresTakeSingleCopyWhereTwoRanksWouldStream) {
   tcp.shm_links = false;
   EXPECT_EQ(plan_allreduce(tcp, o).path, P::kRing);
   EXPECT_EQ(asked.far, 3);
+  EXPECT_STREQ(allreduce_path_name(P::kRingStreamingFar), "ring (streaming, far)");
 }
 
 TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {

@@ -130,9 +130,9 @@ TEST(CommunicatorPlan, LastPlanNamesWhatRan) {
       << log;
 }
 
-// Where 2 ranks would stream, cores far apart take the single-copy ring; measured (auto),
+// Where 2 ranks would stream, cores far apart stream through memory; measured (auto),
 // both ranks plan alike whatever the placement, and the sums are right.
-TEST(CommunicatorPlan, PlacementChoosesBetweenStreamingAndSingleCopy) {
+TEST(CommunicatorPlan, PlacementChoosesHowTheRingStreams) {
   for (int placement : {1, -1}) {
     auto o = Group::default_options();
     o.shm_placement = placement;
@@ -148,9 +148,10 @@ TEST(CommunicatorPlan, PlacementChoosesBetweenStreamingAndSingleCopy) {
       });
       EXPECT_EQ(plans[0], plans[1]) << "placement " << placement << ", call " << call;
       if (placement == 1) {
-        EXPECT_EQ(plans[0], shm[0].single_copy() ? "ring (single-copy)" : "ring (streaming)");
+        EXPECT_EQ(plans[0], "ring (streaming, far)");
       } else {
-        EXPECT_TRUE(plans[0] == "ring (single-copy)" || plans[0] == "ring (streaming)") << plans[0];
+        EXPECT_TRUE(plans[0] == "ring (streaming, far)" || plans[0] == "ring (streaming)")
+            << plans[0];
       }
     }
   }

@@ -3,7 +3,8 @@
 // must be bit for bit those of the plain byte-stream ring, which reduces in the same order,
 // and those of an independent reference — for every data type, sums and averages, in and
 // out of place, with segments of several uneven units, and with rings so small that results
-// often find no room and take the plain path. It must be chosen only where it applies.
+// often find no room and take the plain path; likewise on cores far apart, where its bytes
+// pass through memory. It must be chosen only where it applies.
 // A rank killed or stopped in the middle of it is in fault_test.cc (shm_streaming).
 #include <gtest/gtest.h>
 
@@ -18,12 +19,14 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
+// `far`: the cores count as far apart (2 ranks stream through memory), else as near.
 std::unique_ptr<Group> ring_group(Transport transport, int size, size_t streaming_bytes,
-                                  size_t ring_bytes = 0) {
+                                  size_t ring_bytes = 0, bool far = false) {
   CommunicatorOptions o = Group::default_options();
   o.shm_single_copy = false;
   o.shm_streaming_bytes = streaming_bytes;
   o.shm_ring_bytes = ring_bytes;
+  o.shm_placement = far ? 1 : 0;
   o.allreduce_algorithm = AllreduceAlgorithm::kRing;
   return std::make_unique<Group>(transport, size, o);
 }
@@ -109,6 +112,22 @@ TEST_P(StreamingTest, TinyRingsTakeThePlainPathAndStayExact) {
   uint64_t seed = 100;
   for (const Case& c : {kCases[0], kCases[1], kCases[4]}) {
     expect_same_as_plain(*streaming, *plain, c, false, seed++);
+  }
+}
+
+// Cores far apart (2 ranks): the same ring with every byte for the neighbour written past
+// the cache — the same bits, with room in the rings and without.
+TEST_P(StreamingTest, FarCoresStreamTheSameBits) {
+  if (p() != 2) GTEST_SKIP() << "the placement is measured for 2 ranks only";
+  auto plain = ring_group(Transport::kShm, p(), 0);
+  uint64_t seed = 200;
+  for (size_t ring_bytes : {size_t{0}, size_t{16} << 10}) {
+    auto far = ring_group(Transport::kShm, p(), kMiB, ring_bytes, /*far=*/true);
+    for (const Case& c : kCases) {
+      expect_same_as_plain(*far, *plain, c, seed % 2 == 0, seed);
+      ++seed;
+      ASSERT_STREQ((*far)[1].last_plan(), "ring (streaming, far)");
+    }
   }
 }
 
