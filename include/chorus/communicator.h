@@ -65,11 +65,12 @@ struct CommunicatorOptions {
   // at a time and write results with streaming stores, past the cache (docs/algorithms.md),
   // instead of the single-copy ring; 0: never. Must be the same on every rank.
   size_t shm_streaming_bytes = size_t{16} << 20;
-  // CHORUS_SHM_PLACEMENT (auto | near | far): where 2 ranks on one host would stream, and
+  // CHORUS_SHM_PLACEMENT (auto | near | far): where ranks on one host would stream, and
   // their cores are far apart (caches that hand lines across slowly, as a VM's vCPUs may be
   // placed, docs/algorithms.md), the streaming ring hands its bytes on through memory
-  // instead. -1 (auto): measured at each such call (16 round trips over the link, a few
-  // microseconds); 0: near; 1: far. Must be the same on every rank.
+  // instead. -1 (auto): for 2 ranks measured at each such call (16 round trips over the
+  // link, a few microseconds), more count as near; 0: near; 1: far, for any number of
+  // ranks. Must be the same on every rank.
   int shm_placement = -1;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   // CHORUS_LOG_PLANS=1: every allreduce, allgather and reduce-scatter logs its plan (how it

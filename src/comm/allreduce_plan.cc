@@ -82,9 +82,9 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
     if (streams(f, o)) {
       // Far cores hand each line the streaming ring passes across slowly; through memory it
       // goes faster (docs/algorithms.md, "Two placements").
-      if (f.size == 2 && f.cores_far && f.cores_far()) {
+      if (f.cores_far && f.cores_far()) {
         return {AllreducePath::kRingStreamingFar,
-                "2 ranks on cores far apart: streaming through memory (CHORUS_SHM_PLACEMENT)"};
+                "cores far apart: streaming through memory (CHORUS_SHM_PLACEMENT)"};
       }
       return {AllreducePath::kRingStreaming,
               "over shared memory from CHORUS_SHM_STREAMING_BYTES: past the cache"};

@@ -52,8 +52,9 @@ struct AllreduceFacts {
   // Collective, asked only when needed: every rank's send and recv lie in alloc_shared
   // memory (the shared-memory handshake, which also checks that the calls agree).
   std::function<bool()> shared_buffers;
-  // Collective, asked only when needed (2 ranks about to stream): their cores are far
-  // apart (CommunicatorOptions::shm_placement, or measured: docs/algorithms.md).
+  // Asked only when needed (ranks about to stream): their cores are far apart
+  // (CommunicatorOptions::shm_placement; auto measures 2 ranks, collectively, and takes
+  // more as near: docs/algorithms.md).
   std::function<bool()> cores_far;
 };
 

@@ -57,9 +57,9 @@ struct Communicator::Impl {
   // Whether every rank is on this host and may read (and open) its peers' memory: agreed
   // by every rank together at the first call (comm::agree_single_copy), then cached.
   bool peers_readable(comm::Context& ctx);
-  // Two ranks on this host: whether their cores are far apart, as options.shm_placement
-  // says or as measured now (comm::pair_round_trip_ns, collective). Not cached: the host
-  // moves the cores while a job runs.
+  // Ranks on this host: whether their cores are far apart, as options.shm_placement says
+  // or, for 2 ranks, as measured now (comm::pair_round_trip_ns, collective; more ranks
+  // count as near). Not cached: the host moves the cores while a job runs.
   bool cores_far(comm::Context& ctx);
   // The facts an allreduce plan of `bytes` depends on; send/recv/count/type/op feed the
   // shared-memory handshake, which the plan asks for only when it may apply.

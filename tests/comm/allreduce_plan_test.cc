@@ -65,9 +65,9 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);
 }
 
-// Two ranks whose cores are far apart stream through memory rather than hand every line
-// across caches; asked only where 2 ranks would stream.
-TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereTwoRanksWouldStream) {
+// Ranks whose cores are far apart stream through memory rather than hand every line across
+// caches; asked only where they would stream.
+TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereRanksWouldStream) {
   CommunicatorOptions o;
   Asked asked;
   const size_t big = o.shm_streaming_bytes;
@@ -81,13 +81,16 @@ TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereTwoRanksWouldStream) {
   EXPECT_EQ(plan_allreduce(facts(big, 2, asked, /*readable=*/false, true, true), o).path,
             P::kRingStreamingFar);
   EXPECT_EQ(asked.far, 3);
-  // Not asked: below the streaming size, more than 2 ranks, TCP.
+  // Any number of ranks (the communicator measures 2 only and takes more as near).
+  EXPECT_EQ(plan_allreduce(facts(big, 3, asked, true, true, true), o).path, P::kRingStreamingFar);
+  EXPECT_EQ(plan_allreduce(facts(big, 4, asked, true, true, false), o).path, P::kRingStreaming);
+  EXPECT_EQ(asked.far, 5);
+  // Not asked: below the streaming size, TCP.
   EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path, P::kRingSingleCopy);
-  EXPECT_EQ(plan_allreduce(facts(big, 3, asked, true, true, true), o).path, P::kRingStreaming);
   auto tcp = facts(big, 2, asked, true, true, true);
   tcp.shm_links = false;
   EXPECT_EQ(plan_allreduce(tcp, o).path, P::kRing);
-  EXPECT_EQ(asked.far, 3);
+  EXPECT_EQ(asked.far, 5);
   EXPECT_STREQ(allreduce_path_name(P::kRingStreamingFar), "ring (streaming, far)");
 }
 

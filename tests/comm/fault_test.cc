@@ -4,8 +4,8 @@
 // allreduce must throw a typed error within a bound. Nothing may be left behind: no child
 // process, no new entry in /dev/shm. Over shm, 4 MiB is the single-copy ring (ranks read
 // each other's buffers) wherever the kernel lets these processes read each other, with
-// shm_streaming the streaming ring, and with shm_shared the allreduce in shared memory
-// (Communicator::alloc_shared).
+// shm_streaming the streaming ring (with shm_streaming_far as on cores far apart), and with
+// shm_shared the allreduce in shared memory (Communicator::alloc_shared).
 #include <sys/uio.h>
 
 #include <stdexcept>
@@ -42,6 +42,11 @@ bool may_read_parent_memory() {
 
 class CommFault : public ForkedRanks {
  protected:
+  static const char* streaming_plan() {
+    return std::strcmp(GetParam(), "shm_streaming_far") == 0 ? "ring (streaming, far)"
+                                                             : "ring (streaming)";
+  }
+
   // Allreduces until one throws; says "ready" after kHealthyRounds verified results.
   Record run_loop(Communicator& comm, int report_fd) override {
     bool in_shared_memory = std::strcmp(GetParam(), "shm_shared") == 0;
@@ -72,6 +77,11 @@ class CommFault : public ForkedRanks {
         std::runtime_error e(comm.single_copy() ? "single copy in use, but the kernel refuses"
                                                 : "single copy not in use, though the kernel "
                                                   "lets ranks read each other's memory");
+        return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
+      }
+      if (rounds == 0 && std::strncmp(GetParam(), "shm_streaming", 13) == 0 &&
+          std::strcmp(comm.last_plan(), streaming_plan()) != 0) {
+        std::runtime_error e(std::string("ran ") + comm.last_plan() + ", not " + streaming_plan());
         return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
       }
       if (rounds == 0 && in_shared_memory &&
@@ -148,7 +158,8 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CommFault,
-                         ::testing::Values("tcp", "shm", "shm_streaming", "shm_shared"),
+                         ::testing::Values("tcp", "shm", "shm_streaming", "shm_streaming_far",
+                                           "shm_shared"),
                          transport_name);
 
 }  // namespace

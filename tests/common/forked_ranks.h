@@ -148,12 +148,14 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
   }
 
   // Forks the ranks, then hosts the store and tells them its port. The parameter is the
-  // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming, and
-  // "shm_shared" is shm (the ranks' loops put their buffers in shared memory).
+  // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming,
+  // "shm_streaming_far" the same on cores taken as far apart (streaming through memory),
+  // and "shm_shared" is shm (the ranks' loops put their buffers in shared memory).
   void start(milliseconds timeout) {
     CommunicatorOptions options;
     options.transport = GetParam();
-    if (options.transport == "shm_streaming") {
+    if (options.transport == "shm_streaming" || options.transport == "shm_streaming_far") {
+      options.shm_placement = options.transport == "shm_streaming_far" ? 1 : 0;
       options.transport = "shm";
       options.shm_streaming_bytes = size_t{1} << 20;
     }
