@@ -96,7 +96,7 @@ bool Communicator::Impl::peers_readable(comm::Context& ctx) {
 
 bool Communicator::Impl::cores_far(comm::Context& ctx) {
   if (options.shm_placement >= 0) return options.shm_placement == 1;
-  return !mpi && ctx.size() == 2 && comm::pair_round_trip_ns(ctx) >= comm::kFarRoundTripNs;
+  return ctx.size() == 2 && comm::pair_round_trip_ns(ctx) >= comm::kFarRoundTripNs;
 }
 
 comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, size_t bytes,
