@@ -8,9 +8,20 @@ steal_pct() {  # "before" "after"
   paste <(tr -s ' ' '\n' <<<"$1") <(tr -s ' ' '\n' <<<"$2") |
     awk 'NR > 1 {d = $2 - $1; t += d; if (NR == 9) s = d} END {printf "%.0f", t ? 100 * s / t : 0}'
 }
-# measure command... -> sets $rate (the command's output) and $steal (percent)
+# The cache-line round trip between cpu 0 and cpu 1 in ns ("?" without the tool or a
+# second cpu). The host may move the vCPUs between near cores (~60 ns) and far ones (~300
+# ns), and a 2-worker job's rate follows (docs/algorithms.md, "Two placements").
+core_round_trip() {
+  local ns=""
+  [[ -x ${core_latency:-} ]] && ns=$("$core_latency" 0 1 0.3 2>/dev/null |
+    sed -n 's/.*: \([0-9]*\) ns .*/\1/p')
+  echo "${ns:-?}"
+}
+# measure command... -> sets $rate (the command's output), $steal (percent) and $cores (the
+# round trip just before; scripts set $core_latency to build/bench/core_latency)
 measure() {
   local before after
+  cores=$(core_round_trip)
   before=$(cpu_line); rate=$("$@"); after=$(cpu_line); steal=$(steal_pct "$before" "$after")
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

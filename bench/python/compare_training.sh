@@ -13,7 +13,8 @@
 #   cpp-2                      the C++ example, examples/fashion_mnist, on 2 workers: the same
 #                              work per step, so chorus.torch's own cost shows as the ratio
 # Bars (issue 21): py-chorus-2 >= 0.95x solo-2 and >= 1.4x ddp-2; py-chorus-2 within 5% of
-# cpp-2. The last lines give the medians of each run's own ratios too.
+# cpp-2. The last lines give the medians of each run's own ratios too. Every figure is
+# printed with the hypervisor's steal time and the cores' round trip before it (measure.sh).
 #
 #   bench/python/compare_training.sh [--build DIR] [--steps N] [--warmup N] [--repeat R]
 set -euo pipefail
@@ -34,6 +35,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 build=$(cd "$build" && pwd)
+core_latency="$build/bench/core_latency"
 chorusrun="$build/tools/chorusrun/chorusrun"
 example="$build/examples/fashion_mnist/fashion_mnist"
 [[ -f $build/python/chorus/torch/__init__.py ]] || { echo "chorus.torch not built in $build" >&2; exit 1; }
@@ -58,12 +60,12 @@ echo "# python compare_training: $steps steps ($warmup warmup), batch 64/worker,
 echo "# $(cpu_model), $(getconf _NPROCESSORS_ONLN) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
-  measure py_rate chorus 1; p1+=("$rate"); line+="  py-chorus-1 $rate ($steal%)"
-  measure py_rate chorus 2; p2+=("$rate"); line+="  py-chorus-2 $rate ($steal%)"
-  measure py_rate ddp 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
-  measure py_rate ddp 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure two_at_once py_rate chorus 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
-  measure cpp_rate 2; c2+=("$rate"); line+="  cpp-2 $rate ($steal%)"
+  measure py_rate chorus 1; p1+=("$rate"); line+="  py-chorus-1 $rate ($steal%, $cores ns)"
+  measure py_rate chorus 2; p2+=("$rate"); line+="  py-chorus-2 $rate ($steal%, $cores ns)"
+  measure py_rate ddp 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
+  measure py_rate ddp 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
+  measure two_at_once py_rate chorus 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
+  measure cpp_rate 2; c2+=("$rate"); line+="  cpp-2 $rate ($steal%, $cores ns)"
   r_solo+=("$(ratio "${p2[-1]}" "${s2[-1]}")")
   r_ddp+=("$(ratio "${p2[-1]}" "${d2[-1]}")")
   r_cpp+=("$(ratio "${p2[-1]}" "${c2[-1]}")")

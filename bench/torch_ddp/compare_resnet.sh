@@ -8,8 +8,9 @@
 # with momentum, one intra-op thread per worker, the first W steps left out. Configurations
 # chorus-1, chorus-2, ddp-1, ddp-2 and solo-2 (two single-worker chorus jobs at once, their
 # rates summed: what two workers do here without communicating) run --repeat times,
-# interleaved; medians are reported, each with the hypervisor's steal time, and the medians
-# of each run's own ratios. Bars: chorus-2 >= 0.95x solo-2 and >= 1.3x ddp-2.
+# interleaved; medians are reported, each with the hypervisor's steal time and the cores'
+# round trip (measure.sh), and the medians of each run's own ratios. Bars: chorus-2 >=
+# 0.95x solo-2 and >= 1.3x ddp-2.
 #
 #   bench/torch_ddp/compare_resnet.sh [--build DIR] [--steps N] [--warmup W] [--batch B]
 #                                     [--image-size P] [--repeat R]
@@ -35,6 +36,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 build=$(cd "$build" && pwd)
+core_latency="$build/bench/core_latency"
 chorusrun="$build/tools/chorusrun/chorusrun"
 example="$build/examples/resnet_synthetic"
 [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
@@ -59,11 +61,11 @@ echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORET
 declare -a c1 c2 d1 d2 s2 vs_solo vs_ddp
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
-  measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%)"
-  measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%)"
-  measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
-  measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%, cores $cores ns)"
+  measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%, $cores ns)"
+  measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
+  measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
+  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
   vs_solo+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   vs_ddp+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"

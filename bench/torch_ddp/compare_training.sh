@@ -13,9 +13,11 @@
 # same time, their samples/s summed. On a 2-core host it shows what two workers can do at
 # all (they share caches, memory bandwidth and the hypervisor's cores).
 #
-# Each figure is followed by the hypervisor's steal time while it ran (/proc/stat): on a
-# shared host, runs with much steal are slow for reasons outside the job. The last line is
-# the median of each run's own chorus-2 / ddp-2, which cancels drifts slower than a run.
+# Each figure is followed by the hypervisor's steal time while it ran (/proc/stat) and the
+# cores' round trip just before it (near ~60 ns, far ~300 ns; measure.sh): on a shared
+# host, runs with much steal are slow for reasons outside the job. The last two lines are
+# the medians of each run's own chorus-2 / ddp-2 and chorus-2 / solo-2, which cancel drifts
+# slower than a run.
 #
 # OpenBLAS: Debian's 0.3.21 does not know some recent Intel CPUs and falls back to its
 # Prescott kernels (about 3x slower here); when it reports Prescott on a CPU with AVX-512
@@ -45,6 +47,7 @@ example="$build/examples/fashion_mnist/fashion_mnist"
 [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 source "$here/../measure.sh"
+core_latency="$build/bench/core_latency"
 blas_setup "$python"
 
 chorus_rate() {  # workers -> samples/s
@@ -60,20 +63,21 @@ declare -a c1 c2 d1 d2 s2
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -a ratio
+declare -a ratio solo_ratio
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
-  measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%)"
-  measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%)"
-  measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%)"
-  measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%)"
-  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%)"
+  measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%, cores $cores ns)"
+  measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%, $cores ns)"
+  measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
+  measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
+  measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
   ratio+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
+  solo_ratio+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"
 done
 mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
-ms2=$(median "${s2[@]}"); mr=$(median "${ratio[@]}")
-awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr" 'BEGIN {
+ms2=$(median "${s2[@]}"); mr=$(median "${ratio[@]}"); msr=$(median "${solo_ratio[@]}")
+awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr" -v msr="$msr" 'BEGIN {
   printf "%-10s %8s %14s %12s\n", "system", "workers", "samples/s", "scaling";
   printf "%-10s %8d %14.0f %12s\n", "chorus", 1, c1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "chorus", 2, c2, 100 * c2 / (2 * c1);
@@ -85,4 +89,5 @@ awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr"
          r, (r >= 2 ? "met" : "NOT met"), 100 * e, (e >= 0.75 ? "met" : "NOT met");
   printf "chorus-1 / ddp-1 = %.2fx; chorus-2 / solo-2 (no communication) = %.2fx\n", c1 / d1, c2 / s2;
   printf "median over runs of (chorus-2 / ddp-2 of the same run) = %.2fx\n", mr;
+  printf "median over runs of (chorus-2 / solo-2 of the same run) = %.2fx\n", msr;
 }'
