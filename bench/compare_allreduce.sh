@@ -26,6 +26,7 @@
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/measure.sh"  # core_round_trip
 build="$here/../build"
 min_bytes=8
 max_bytes=256M
@@ -159,8 +160,9 @@ run_gloo() {
 # the host may move this VM's vCPUs between near and far cores (docs/algorithms.md).
 core_latency="$(dirname "$bench")/core_latency"
 placement() {
-  [[ -x "$core_latency" ]] || return 0
-  "$core_latency" 0 1 0.3 2>/dev/null | sed -n 's/.*: \([0-9]*\) ns .*/ [cores: \1 ns]/p'
+  local ns
+  ns=$(core_round_trip)
+  [[ $ns == "?" ]] || echo " [cores: $ns ns]"
 }
 
 # Runs one configuration and reports how it went; a failure there does not stop the others.

@@ -10,13 +10,14 @@
 #
 # usage: bench/shm_placement.sh [ROUNDS=10] [BUILD_DIR=build] [SIZES=16M,64M]
 set -euo pipefail
+source "$(dirname "$0")/measure.sh"
 rounds=${1:-10}
 build=${2:-build}
 sizes=${3:-16M,64M}
 bench="$build/bench/chorus-bench"
-latency="$build/bench/core_latency"
+core_latency="$build/bench/core_latency"
 chorusrun="$build/tools/chorusrun/chorusrun"
-for tool in "$bench" "$latency" "$chorusrun"; do
+for tool in "$bench" "$core_latency" "$chorusrun"; do
   [[ -x "$tool" ]] || { echo "shm_placement.sh: $tool not built" >&2; exit 2; }
 done
 min=${sizes%%,*}
@@ -43,16 +44,15 @@ vader() {
     echo "no mpirun"
   fi
 }
-ns() { "$latency" 0 1 0.3 | sed -n 's/.*: \([0-9]*\) ns .*/\1/p'; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 echo "# round: core round trip before/after (ns) | chorus's choice | streaming ring (near) | streaming ring (far) | single-copy ring | shared buffers | vader (busbw GB/s)"
 for ((i = 1; i <= rounds; i++)); do
-  before=$(ns)
+  before=$(core_round_trip)
   d=$(chorus)
   s=$(chorus CHORUS_SHM_PLACEMENT=near)
   f=$(chorus CHORUS_SHM_PLACEMENT=far)
   c=$(chorus CHORUS_SHM_STREAMING_BYTES=0)
   a=$(chorus -- --shared-buffers)
   v=$(vader)
-  echo "$i: $before/$(ns) | $d| $s| $f| $c| $a| $v"
+  echo "$i: $before/$(core_round_trip) | $d| $s| $f| $c| $a| $v"
 done
