@@ -46,3 +46,19 @@ two_at_once() {  # command...
   "$@" >"$a" & "$@" >"$b" & wait
   awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
 }
+# For the training comparisons: sets $chorusrun, $example (the program at build-relative
+# path `example`) and $core_latency under `build`, and one OpenMP/BLAS thread per worker.
+# Exits when the example is not built.
+training_setup() {  # build example
+  chorusrun="$1/tools/chorusrun/chorusrun"
+  example="$1/$2"
+  core_latency="$1/bench/core_latency"
+  [[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
+  export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+}
+# The global samples/s of examples/fashion_mnist ($example) on `workers` workers, one
+# thread each, after `warmup` of `steps` steps.
+fashion_mnist_rate() {  # workers steps warmup
+  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$2" --warmup-steps "$3" \
+      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
+}

@@ -35,11 +35,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 build=$(cd "$build" && pwd)
-core_latency="$build/bench/core_latency"
-chorusrun="$build/tools/chorusrun/chorusrun"
-example="$build/examples/fashion_mnist/fashion_mnist"
+training_setup "$build" examples/fashion_mnist/fashion_mnist
 [[ -f $build/python/chorus/torch/__init__.py ]] || { echo "chorus.torch not built in $build" >&2; exit 1; }
-export PYTHONPATH=$build/python OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export PYTHONPATH=$build/python
 script="$here/train_fashion_mnist.py"
 
 py_rate() {  # backend workers -> samples/s
@@ -49,10 +47,7 @@ py_rate() {  # backend workers -> samples/s
       --backend "$1" --steps "$steps" --warmup-steps "$warmup" 2>&1 |
     sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
-cpp_rate() {
-  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
-      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
-}
+cpp_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
 
 declare -a p1 p2 d1 d2 s2 c2 r_solo r_ddp r_cpp

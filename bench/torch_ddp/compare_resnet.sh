@@ -36,13 +36,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 build=$(cd "$build" && pwd)
-core_latency="$build/bench/core_latency"
-chorusrun="$build/tools/chorusrun/chorusrun"
-example="$build/examples/resnet_synthetic"
-[[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
+training_setup "$build" examples/resnet_synthetic
 "$python" -c 'import torchvision' 2>/dev/null ||
   { echo "DDP side needs torchvision for $python (apt-get install python3-torchvision)" >&2; exit 1; }
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 blas_setup "$python"
 
 chorus_rate() {  # workers -> images/s

@@ -42,18 +42,11 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 build=$(cd "$build" && pwd)
-chorusrun="$build/tools/chorusrun/chorusrun"
-example="$build/examples/fashion_mnist/fashion_mnist"
-[[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 source "$here/../measure.sh"
-core_latency="$build/bench/core_latency"
+training_setup "$build" examples/fashion_mnist/fashion_mnist
 blas_setup "$python"
 
-chorus_rate() {  # workers -> samples/s
-  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \
-      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
-}
+chorus_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }  # workers -> samples/s
 ddp_rate() {
   "$python" "$here/ddp_fashion_mnist.py" --workers "$1" --steps "$steps" \
       --warmup-steps "$warmup" --threads 1 2>&1 | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'

@@ -34,12 +34,8 @@ while [[ $# -gt 0 ]]; do
 done
 command -v perf >/dev/null || { echo "profile_training.sh: needs perf (apt-get install linux-perf)" >&2; exit 1; }
 build=$(cd "$build" && pwd)
-chorusrun="$build/tools/chorusrun/chorusrun"
-example="$build/examples/fashion_mnist/fashion_mnist"
-[[ -x $example ]] || { echo "not built: $example (needs libtorch)" >&2; exit 1; }
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 source "$here/../measure.sh"
-core_latency="$build/bench/core_latency"
+training_setup "$build" examples/fashion_mnist/fashion_mnist
 blas_setup /usr/bin/python3
 warm=4
 # Enough steps to outlast the warm-up and the window at any rate this machine gives.
@@ -47,10 +43,7 @@ steps=$(( (warm + window + 4) * 60 ))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-rate_of() {  # workers -> the job's samples/s
-  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$steps" --warmup-steps 30 \
-      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
-}
+rate_of() { fashion_mnist_rate "$1" "$steps" 30; }  # workers -> the job's samples/s
 chorus_2() { rate_of 2; }
 solo_2() { two_at_once rate_of 1; }
 
