@@ -185,7 +185,7 @@ attempt() {
 }
 
 echo "# chorus allreduce comparison, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
+echo "# host: $(nproc) cores, $(cpu_model)," \
      "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# bench: $bench ${common[*]} (rounds: $rounds)"

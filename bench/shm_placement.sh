@@ -44,7 +44,7 @@ vader() {
     echo "no mpirun"
   fi
 }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(cpu_model), $(nproc) cores"
 echo "# round: core round trip before/after (ns) | chorus's choice | streaming ring (near) | streaming ring (far) | single-copy ring | shared buffers | vader (busbw GB/s)"
 for ((i = 1; i <= rounds; i++)); do
   before=$(core_round_trip)
