@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "chorus/error.h"
+#include "util/background_thread.h"
 #include "util/log.h"
 
 namespace chorus::engine {
@@ -45,6 +46,8 @@ Loop::Loop(Communicator& comm, const EngineOptions& options, Shared& shared)
       joined_ranks_(comm.size(), false) {}
 
 void Loop::run() noexcept {
+  // Woken by every enqueue: it must not preempt the caller (util/background_thread.h).
+  become_background_thread("chorus-engine");
   try {
     last_cycle_ = Clock::now();
     while (cycle()) {

@@ -2,9 +2,15 @@
 // the response cache's hit path and its invalidation.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/types.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "engine_harness.h"
@@ -312,6 +318,24 @@ TEST(EngineOps, ReduceOpsAndScaleFactors) {
     EXPECT_EQ(prod, (std::vector<int32_t>{6, 9}));
     EXPECT_EQ(s, (std::vector<float>{1.5f, 2.f}));
   });
+}
+
+// The engine thread runs as "chorus-engine" under SCHED_BATCH, so that enqueueing never
+// hands the caller's core to it (util/background_thread.h): its name and policy as the
+// kernel reports them, for each of the group's engines.
+TEST(EngineOps, EngineThreadsAreNamedBatchThreads) {
+  EngineGroup g(2);
+  g.run([&](int, Engine& e) { e.barrier("started").wait(kWait); });
+  int engines = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string name;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    if (name != "chorus-engine") continue;
+    ++engines;
+    pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
+    EXPECT_EQ(sched_getscheduler(tid), SCHED_BATCH) << "thread " << tid;
+  }
+  EXPECT_EQ(engines, 2);
 }
 
 }  // namespace
