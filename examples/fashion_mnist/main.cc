@@ -32,6 +32,9 @@ struct Args {
   int64_t max_steps = 0;     // per epoch; 0 = the whole epoch
   int64_t warmup_steps = 0;  // steps of epoch 1 left out of samples/s
   bool fp16 = false;
+  // DistributedOptimizerOptions::bucket_bytes; 0: every gradient reduced where autograd
+  // put it (docs/torch.md), for comparisons.
+  int64_t bucket_bytes = chorus::DistributedOptimizerOptions{}.bucket_bytes;
   bool skip_test = false;
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
@@ -41,7 +44,8 @@ Args parse(int argc, char** argv) {
   chorus::examples::Flags flags(
       "fashion_mnist",
       "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
-      "  [--max-steps S] [--warmup-steps W] [--fp16] [--skip-test] [--data DIR]");
+      "  [--max-steps S] [--warmup-steps W] [--fp16] [--bucket-bytes N] [--skip-test]\n"
+      "  [--data DIR]");
   flags.add("--epochs", a.epochs)
       .add("--batch", a.batch)
       .add("--lr", a.lr)
@@ -51,10 +55,13 @@ Args parse(int argc, char** argv) {
       .add("--max-steps", a.max_steps)
       .add("--warmup-steps", a.warmup_steps)
       .add_switch("--fp16", a.fp16)
+      .add("--bucket-bytes", a.bucket_bytes)
       .add_switch("--skip-test", a.skip_test)
       .add("--data", a.data);
   flags.parse(argc, argv);
-  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0) flags.fail("(values)");
+  if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0 || a.bucket_bytes < 0) {
+    flags.fail("(values)");
+  }
   return a;
 }
 
@@ -102,6 +109,7 @@ int main(int argc, char** argv) {
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(lr).momentum(args.momentum));
   chorus::DistributedOptimizerOptions opt_options;
   opt_options.fp16_compression = args.fp16;
+  opt_options.bucket_bytes = static_cast<size_t>(args.bucket_bytes);
   chorus::DistributedOptimizer opt(sgd, model->named_parameters(), opt_options);
 
   chorus::DistributedSampler sampler(train.images.size(0), workers, rank);
