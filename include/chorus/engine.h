@@ -125,7 +125,8 @@ class Handle {
   explicit Handle(std::shared_ptr<HandleState> state) : state_(std::move(state)) {}
 
   bool valid() const { return state_ != nullptr; }
-  // Whether the op finished (successfully or not). Never blocks.
+  // Whether the op finished (successfully or not). Never blocks; when it has not, yields
+  // the caller's core once, so that a loop of polls lets the engine thread run.
   bool poll() const;
   // Waits up to `timeout` for the op. Throws the op's error if it failed, TimeoutError
   // (the op stays pending) if it is not done in time.

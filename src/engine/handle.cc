@@ -1,4 +1,6 @@
 // Handle: waiting on and reading the result of one enqueued op.
+#include <thread>
+
 #include "chorus/error.h"
 #include "engine/handle_state.h"
 #include "util/env.h"
@@ -40,8 +42,14 @@ void HandleState::finish(std::exception_ptr e) {
 
 bool Handle::poll() const {
   CHORUS_CHECK_ARG(state_ != nullptr, "Handle::poll on an empty handle");
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->done) return true;
+  }
+  // A caller polling in a loop would otherwise keep its core from the engine thread,
+  // which never preempts it (util/background_thread.h).
+  std::this_thread::yield();
+  return false;
 }
 
 void Handle::wait(std::chrono::milliseconds timeout) const {

@@ -180,7 +180,8 @@ def _set_id(process_set):
 
 
 def poll(handle):
-    """Whether the op behind ``handle`` finished; never blocks."""
+    """Whether the op behind ``handle`` finished; never blocks (when it has not, yields the
+    core once, so that a loop of polls lets chorus's engine thread run)."""
     return _ops.poll(handle)
 
 
