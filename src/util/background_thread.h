@@ -6,7 +6,8 @@
 // runs to completion before enqueue() returns to the caller, which pays a context switch
 // and sees an "async" op that is always done already (Horovod's tests assert the opposite;
 // docs/engine.md). A batch thread still runs at once on an idle core, and on a busy one as
-// soon as its waker blocks or its time slice ends, with the same share of the CPU.
+// soon as its waker blocks, yields or ends its time slice, with the same share of the CPU.
+// So whatever waits for it without blocking must yield (Handle::poll does).
 #pragma once
 
 namespace chorus {
