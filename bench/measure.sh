@@ -57,8 +57,9 @@ training_setup() {  # build example
   export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 }
 # The global samples/s of examples/fashion_mnist ($example) on `workers` workers, one
-# thread each, after `warmup` of `steps` steps.
-fashion_mnist_rate() {  # workers steps warmup
+# thread each, after `warmup` of `steps` steps; further arguments go to the example.
+fashion_mnist_rate() {  # workers steps warmup [example args...]
   "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$2" --warmup-steps "$3" \
-      --skip-test --threads 1 2>&1 | sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
+      --skip-test --threads 1 "${@:4}" 2>&1 |
+    sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
 }

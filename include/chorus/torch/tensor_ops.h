@@ -51,7 +51,7 @@ class TensorHandle {
   explicit TensorHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
   bool valid() const { return state_ != nullptr; }
-  // Whether the op finished; never blocks.
+  // Whether the op finished; never blocks (yields the core when not: Handle::poll).
   bool poll() const;
   // Waits (CHORUS_TIMEOUT_SECONDS) and returns the result: the output tensor (for the
   // in-place variants, the caller's tensor, now holding the result). Throws the op's
