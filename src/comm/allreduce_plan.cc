@@ -27,14 +27,7 @@ AllreducePlan by_size(const AllreduceFacts& f, AllreduceAlgorithm requested) {
     case AllreduceAlgorithm::kAuto:
       break;
   }
-  if (f.size == 3) return {AllreducePath::kRing, "3 ranks: no power-of-two core to halve"};
-  if (f.bytes <= kRecursiveDoublingMaxBytes) {
-    return {AllreducePath::kRecursiveDoubling, "at most 16 KiB: latency-bound"};
-  }
-  if (f.bytes <= kHalvingDoublingMaxBytes) {
-    return {AllreducePath::kHalvingDoubling, "at most 4 MiB: fewer steps than the ring"};
-  }
-  return {AllreducePath::kRing, "over 4 MiB: bandwidth-bound"};
+  return plan_by_size(f.bytes, f.size, !f.shm_links);
 }
 
 }  // namespace
@@ -61,6 +54,20 @@ const char* allreduce_path_name(AllreducePath path) {
       return "hierarchical";
   }
   return "unknown";
+}
+
+AllreducePlan plan_by_size(size_t bytes, int size, bool sockets) {
+  if (size == 3) return {AllreducePath::kRing, "3 ranks: no power-of-two core to halve"};
+  if (bytes <= kRecursiveDoublingMaxBytes) {
+    return {AllreducePath::kRecursiveDoubling, "at most 16 KiB: latency-bound"};
+  }
+  if (size == 2 && sockets && bytes <= kPairExchangeMaxBytes) {
+    return {AllreducePath::kRecursiveDoubling, "2 ranks over sockets, at most 1 MiB: one exchange"};
+  }
+  if (bytes <= kHalvingDoublingMaxBytes) {
+    return {AllreducePath::kHalvingDoubling, "at most 4 MiB: fewer steps than the ring"};
+  }
+  return {AllreducePath::kRing, "over 4 MiB: bandwidth-bound"};
 }
 
 AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions& o) {

@@ -67,11 +67,18 @@ inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
 // kAuto's crossovers (bytes per rank's buffer), measured on loopback TCP: docs/algorithms.md.
 inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
 inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
+// Two ranks over sockets exchange whole buffers (recursive doubling) up to this size: the
+// same bytes as halving-doubling in one step and in larger sends.
+inline constexpr size_t kPairExchangeMaxBytes = size_t{1} << 20;
 // Where hosts are uniform, CHORUS_HIERARCHICAL_ALLREDUCE=auto runs the hierarchical
 // allreduce from this size (measured in network namespaces: docs/benchmarks.md).
 inline constexpr size_t kHierarchicalMinBytes = size_t{1} << 20;
 
 AllreducePlan plan_allreduce(const AllreduceFacts& facts, const CommunicatorOptions& options);
+// kAuto's choice among the ring, halving-doubling and recursive doubling for an allreduce of
+// `bytes` among `size` ranks; `sockets`: linked by sockets, not shared memory. Also the
+// hierarchical allreduce's choice for its step across hosts.
+AllreducePlan plan_by_size(size_t bytes, int size, bool sockets);
 
 // How a ring allgather / reduce-scatter of `bytes` runs.
 enum class RingMode : uint8_t {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/algorithms.h"
+#include "comm/allreduce_plan.h"
 #include "comm/ring.h"
 #include "util/reduce.h"
 
@@ -33,16 +34,16 @@ std::vector<int> local_rank_on_every_host(const transport::Topology& t, int loca
   return ranks;
 }
 
-// The cross-host step: the flat plan's algorithm for a slice of this size.
+// The cross-host step, over sockets: the flat plan's algorithm for a slice of this size.
 void allreduce_across(Context& ctx, void* slice, size_t count, DataType type, ReduceOp op) {
-  size_t bytes = count * dtype_size(type);
-  if (bytes <= kRecursiveDoublingMaxBytes) {
-    return allreduce_recursive_doubling(ctx, slice, slice, count, type, op);
+  switch (plan_by_size(count * dtype_size(type), ctx.size(), /*sockets=*/true).path) {
+    case AllreducePath::kRecursiveDoubling:
+      return allreduce_recursive_doubling(ctx, slice, slice, count, type, op);
+    case AllreducePath::kHalvingDoubling:
+      return allreduce_halving_doubling(ctx, slice, slice, count, type, op);
+    default:
+      return allreduce_ring(ctx, slice, slice, count, type, op);
   }
-  if (bytes <= kHalvingDoublingMaxBytes) {
-    return allreduce_halving_doubling(ctx, slice, slice, count, type, op);
-  }
-  allreduce_ring(ctx, slice, slice, count, type, op);
 }
 
 }  // namespace

@@ -115,6 +115,25 @@ TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {
   EXPECT_EQ(asked.readable, 0);
 }
 
+// Two ranks over sockets exchange whole buffers up to 1 MiB; over shared memory, or with
+// more ranks, halving-doubling keeps those sizes.
+TEST(AllreducePlan, TwoRanksOverSocketsExchangeWholeBuffersUpTo1MiB) {
+  CommunicatorOptions o;
+  Asked asked;
+  auto f = facts(kPairExchangeMaxBytes, 2, asked);
+  f.shm_links = false;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
+  f.bytes = kRecursiveDoublingMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
+  f.bytes = kPairExchangeMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  f.bytes = kPairExchangeMaxBytes;
+  f.size = 4;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  o.shm_single_copy = false;
+  EXPECT_EQ(plan_allreduce(facts(kPairExchangeMaxBytes, 2, asked), o).path, P::kHalvingDoubling);
+}
+
 TEST(AllreducePlan, HierarchicalFrom1MiBOnUniformHostsUnlessAnotherIsAsked) {
   CommunicatorOptions o;
   Asked asked;

@@ -195,7 +195,7 @@ TEST(Link, TcpLendsItsReceiveStagingOnly) {
 // elsewhere gets its new bytes staged instead.
 TEST(TcpLink, StagedSendsContinueOrRestage) {
   LinkPair p = make_tcp_pair();
-  const size_t n = 3 * TcpLink::kStagingBytes + 12345;
+  const size_t n = 3 * TcpLink::kSendStagingBytes + 12345;
   std::vector<char> out = payload(0, 1, n), in(n);
   std::thread reader([&] {
     Transfer t = Transfer::recv(*p.b, in.data(), n);
@@ -215,6 +215,25 @@ TEST(TcpLink, StagedSendsContinueOrRestage) {
   Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
   EXPECT_EQ(std::memcmp(got.data(), first.data(), 64), 0);
   EXPECT_EQ(std::memcmp(got.data() + 64, second.data(), 64), 0);
+}
+
+// The outgoing staging starts small and grows when a larger send comes (under ASan, a
+// staging that did not grow would be written past its end).
+TEST(TcpLink, StagingGrowsWithTheSends) {
+  LinkPair p = make_tcp_pair();
+  const size_t big = TcpLink::kSendStagingBytes + 4096;
+  std::vector<char> small = payload(6, 7, 100), large = payload(8, 9, big), in(100 + big);
+  std::thread reader([&] {
+    Transfer t = Transfer::recv(*p.b, in.data(), in.size());
+    Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+  });
+  for (const auto* out : {&small, &large}) {
+    size_t done = 0;
+    while (done < out->size()) done += p.a->try_send(out->data() + done, out->size() - done);
+  }
+  reader.join();
+  EXPECT_EQ(std::memcmp(in.data(), small.data(), 100), 0);
+  EXPECT_EQ(std::memcmp(in.data() + 100, large.data(), big), 0);
 }
 
 // Time spent in wait_ready while `wake` runs on another thread after a short delay.

@@ -24,12 +24,20 @@ constexpr size_t kMinPeek = 8;
 // aliasing in the copy) — and large caller buffers are usually page-aligned. Staging at
 // these offsets avoids that; the two also avoid each other's offset.
 constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
+// The outgoing staging starts this big and doubles as sends need.
+constexpr size_t kMinSendStaging = size_t{64} << 10;
+
+size_t send_staging_for(size_t bytes) {
+  size_t size = kMinSendStaging;
+  while (size < bytes && size < TcpLink::kSendStagingBytes) size *= 2;
+  return size;
+}
 
 }  // namespace
 
-TcpLink::Staging::Staging(size_t offset) {
+TcpLink::Staging::Staging(size_t offset, size_t bytes) : size_(bytes) {
   void* base = nullptr;
-  if (::posix_memalign(&base, 4096, offset + kStagingBytes) != 0) throw std::bad_alloc();
+  if (::posix_memalign(&base, 4096, offset + bytes) != 0) throw std::bad_alloc();
   base_.reset(static_cast<char*>(base));
   data_ = base_.get() + offset;
 }
@@ -44,8 +52,10 @@ size_t TcpLink::try_send(const void* data, size_t n) {
   if (n == 0) return 0;
   const char* src = static_cast<const char*>(data);
   if (out_sent_ == out_staged_ || src != out_src_ + out_sent_) {
-    if (!out_) out_.emplace(kSendOffset);
-    out_staged_ = std::min(n, kStagingBytes);
+    out_staged_ = std::min(n, kSendStagingBytes);
+    if (!out_ || out_->size() < out_staged_) {
+      out_.emplace(kSendOffset, send_staging_for(out_staged_));
+    }
     std::memcpy(out_->data(), src, out_staged_);
     out_src_ = src;
     out_sent_ = 0;
@@ -77,11 +87,11 @@ ssize_t TcpLink::recv_some(char* at, size_t n) {
 void TcpLink::fill() {
   size_t unread = in_end_ - in_begin_;
   if (unread >= kMinPeek) return;
-  if (!in_) in_.emplace(kRecvOffset);
+  if (!in_) in_.emplace(kRecvOffset, kRecvStagingBytes);
   if (unread > 0) std::memmove(in_->data(), in_->data() + in_begin_, unread);
   in_begin_ = 0;
   in_end_ = unread;
-  in_end_ += static_cast<size_t>(recv_some(in_->data() + in_end_, kStagingBytes - in_end_));
+  in_end_ += static_cast<size_t>(recv_some(in_->data() + in_end_, kRecvStagingBytes - in_end_));
 }
 
 size_t TcpLink::try_recv(void* data, size_t n) {

@@ -161,11 +161,12 @@ def recursive_doubling(net, topo, groups, nbytes):
 
 def by_size(net, topo, groups, nbytes):
     """chorus's flat plan by size (docs/algorithms.md): 3 ranks ring; <= 16 KiB recursive
-    doubling; <= 4 MiB halving-doubling; larger the ring."""
+    doubling (<= 1 MiB for 2 ranks across hosts); <= 4 MiB halving-doubling; larger the
+    ring."""
     q = len(groups[0])
     if q == 3 or nbytes > 4 * MIB:
         return ring(net, topo, groups, nbytes)
-    if nbytes <= 16 * KIB:
+    if nbytes <= 16 * KIB or (q == 2 and topo.hosts > 1 and nbytes <= MIB):
         return recursive_doubling(net, topo, groups, nbytes)
     return halving_doubling(net, topo, groups, nbytes)
 
