@@ -23,6 +23,7 @@ const char kUsage[] =
     "  --iters N     timed samples per size, >= 20  (200 below 32 MiB, 20 from there)\n"
     "  --warmup N    untimed runs per size          (10 below 1 MiB, 5 below 32 MiB, 2)\n"
     "  --batch N     back-to-back ops per sample    (10 up to 64 KiB, 1 above)\n"
+    "  --offset N    heap buffers start N bytes into a page (0; libtorch's: 64)\n"
     "  --algo NAME   chorus allreduce algorithm: auto|ring|halving_doubling|\n"
     "                recursive_doubling (default: CHORUS_ALLREDUCE_ALGO or auto)\n"
     "  --shared-buffers  chorus: send/recv buffers from Communicator::alloc_shared\n"
@@ -68,6 +69,12 @@ int parse_int(const std::string& text) {
   return static_cast<int>(v);
 }
 
+size_t parse_offset(const std::string& text) {
+  int v = parse_int(text);
+  CHORUS_CHECK_ARG(v >= 0 && v < 4096, "--offset must be 0-4095 bytes, not ", text);
+  return static_cast<size_t>(v);
+}
+
 // Applies one "--name value" option; returns false for an unknown name.
 bool apply_option(Args& args, const std::string& name, const std::string& value) {
   using Setter = void (*)(Args&, const std::string&);
@@ -79,6 +86,7 @@ bool apply_option(Args& args, const std::string& name, const std::string& value)
       {"--iters", [](Args& a, const std::string& v) { a.sweep.iters = parse_int(v); }},
       {"--warmup", [](Args& a, const std::string& v) { a.sweep.warmup = parse_int(v); }},
       {"--batch", [](Args& a, const std::string& v) { a.sweep.batch = parse_int(v); }},
+      {"--offset", [](Args& a, const std::string& v) { a.sweep.offset = parse_offset(v); }},
       {"--label", [](Args& a, const std::string& v) { a.sweep.label = v; }},
       {"--algo", [](Args& a, const std::string& v) { a.chorus.algorithm = v; }},
       {"--peer", [](Args& a, const std::string& v) { a.peer = v; }},

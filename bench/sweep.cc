@@ -18,19 +18,20 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-// A page-aligned buffer from the backend (or, when it has none, from the heap), touched
-// once so that page faults stay out of the timed loop.
+// A buffer from the backend or, when it has none, from the heap `offset` bytes into a page,
+// touched once so that page faults stay out of the timed loop.
 class Buffer {
  public:
-  Buffer(Backend& backend, size_t bytes) {
+  Buffer(Backend& backend, size_t bytes, size_t offset) {
     if (bytes == 0) return;
     data_ = backend.allocate(bytes);
     if (!data_) {
       void* p = nullptr;
-      if (posix_memalign(&p, 4096, bytes) != 0) {
+      if (posix_memalign(&p, 4096, offset + bytes) != 0) {
         CHORUS_THROW(InvalidArgument, "chorus-bench: cannot allocate ", bytes, " bytes");
       }
-      data_.reset(p, std::free);
+      std::shared_ptr<void> page(p, std::free);
+      data_ = std::shared_ptr<void>(page, static_cast<char*>(p) + offset);
     }
     std::memset(data_.get(), 0, bytes);
   }
@@ -122,8 +123,8 @@ bool sweep_op(Backend& backend, const SweepOptions& options, Op op, std::ostream
   const int n = backend.size();
   const DataType type = options.dtype;
   size_t max_count = count_for(op, options.max_bytes, type, n);
-  Buffer send(backend, send_elements(op, max_count, n) * dtype_size(type));
-  Buffer recv(backend, recv_elements(op, max_count, n) * dtype_size(type));
+  Buffer send(backend, send_elements(op, max_count, n) * dtype_size(type), options.offset);
+  Buffer recv(backend, recv_elements(op, max_count, n) * dtype_size(type), options.offset);
   if (backend.rank() == 0) print_header(backend, options, op, out);
   bool all_ok = true;
   for (uint64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {

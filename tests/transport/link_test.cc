@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "chorus/error.h"
@@ -234,6 +235,34 @@ TEST(TcpLink, StagingGrowsWithTheSends) {
   reader.join();
   EXPECT_EQ(std::memcmp(in.data(), small.data(), 100), 0);
   EXPECT_EQ(std::memcmp(in.data() + 100, large.data(), big), 0);
+}
+
+// Caller memory away from a page's start goes to and from the kernel as it is, memory near
+// it through the staging buffers; a stream that mixes both, either way, keeps every byte in
+// order.
+TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {
+  LinkPair p = make_tcp_pair();
+  const size_t n = (size_t{3} << 20) + 777;
+  auto pages = [&] {
+    void* at = nullptr;
+    EXPECT_EQ(::posix_memalign(&at, 4096, n + 4096), 0);
+    return std::unique_ptr<char, decltype(&std::free)>(static_cast<char*>(at), &std::free);
+  };
+  auto out = pages(), in = pages();
+  // (send offset, receive offset) in their pages: staged or not on either side.
+  const std::pair<size_t, size_t> cases[] = {{0, 64}, {64, 0}, {1000, 2000}, {4090, 4090}, {0, 0}};
+  for (auto [send_at, recv_at] : cases) {
+    std::vector<char> data = payload(static_cast<int>(send_at), static_cast<int>(recv_at), n);
+    std::memcpy(out.get() + send_at, data.data(), n);
+    std::thread reader([&, recv_at = recv_at] {
+      Transfer t = Transfer::recv(*p.b, in.get() + recv_at, n);
+      Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+    });
+    for (size_t done = 0; done < n;) done += p.a->try_send(out.get() + send_at + done, n - done);
+    reader.join();
+    EXPECT_EQ(std::memcmp(in.get() + recv_at, data.data(), n), 0)
+        << "sent from " << send_at << ", received at " << recv_at << " in the page";
+  }
 }
 
 // Time spent in wait_ready while `wake` runs on another thread after a short delay.

@@ -24,6 +24,18 @@ constexpr size_t kMinPeek = 8;
 // aliasing in the copy) — and large caller buffers are usually page-aligned. Staging at
 // these offsets avoids that; the two also avoid each other's offset.
 constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
+// Caller memory within this many bytes of a page boundary is staged: the kernel's copies
+// run slow from and to page-aligned memory. Elsewhere in its page (libtorch's tensors start
+// 64 bytes in) it goes to and from the kernel as it is.
+constexpr uintptr_t kPageEdgeBytes = 64;
+// The smallest receive worth a recv() straight into the caller's memory.
+constexpr size_t kDirectRecvMin = size_t{64} << 10;
+
+bool near_page_start(const char* p) {
+  uintptr_t in_page = reinterpret_cast<uintptr_t>(p) % 4096;
+  return in_page < kPageEdgeBytes || in_page >= 4096 - kPageEdgeBytes;
+}
+
 // The outgoing staging starts this big and doubles as sends need.
 constexpr size_t kMinSendStaging = size_t{64} << 10;
 
@@ -51,22 +63,29 @@ TcpLink::TcpLink(int peer, net::Fd fd, std::string label)
 size_t TcpLink::try_send(const void* data, size_t n) {
   if (n == 0) return 0;
   const char* src = static_cast<const char*>(data);
-  if (out_sent_ == out_staged_ || src != out_src_ + out_sent_) {
-    out_staged_ = std::min(n, kSendStagingBytes);
-    if (!out_ || out_->size() < out_staged_) {
-      out_.emplace(kSendOffset, send_staging_for(out_staged_));
-    }
-    std::memcpy(out_->data(), src, out_staged_);
-    out_src_ = src;
-    out_sent_ = 0;
+  bool continues = out_sent_ < out_staged_ && src == out_src_ + out_sent_;
+  if (continues) return send_staged();
+  out_sent_ = out_staged_ = 0;  // a caller that moved elsewhere gave up what was staged
+  if (!near_page_start(src)) return send_some(src, std::min(n, kSendStagingBytes));
+  out_staged_ = std::min(n, kSendStagingBytes);
+  if (!out_ || out_->size() < out_staged_) {
+    out_.emplace(kSendOffset, send_staging_for(out_staged_));
   }
+  std::memcpy(out_->data(), src, out_staged_);
+  out_src_ = src;
+  return send_staged();
+}
+
+size_t TcpLink::send_staged() {
+  size_t k = send_some(out_->data() + out_sent_, out_staged_ - out_sent_);
+  out_sent_ += k;
+  return k;
+}
+
+size_t TcpLink::send_some(const char* at, size_t n) {
   for (;;) {
-    ssize_t k = ::send(fd_.get(), out_->data() + out_sent_, out_staged_ - out_sent_,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k >= 0) {
-      out_sent_ += static_cast<size_t>(k);
-      return static_cast<size_t>(k);
-    }
+    ssize_t k = ::send(fd_.get(), at, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k >= 0) return static_cast<size_t>(k);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     CHORUS_THROW(IoError, "send to ", describe(), " failed: ", std::strerror(errno));
@@ -96,9 +115,14 @@ void TcpLink::fill() {
 
 size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
-  if (in_begin_ == in_end_) fill();
+  char* dest = static_cast<char*>(data);
+  if (in_begin_ == in_end_) {
+    if (n >= kDirectRecvMin && !near_page_start(dest))
+      return static_cast<size_t>(recv_some(dest, n));
+    fill();
+  }
   size_t k = std::min(n, in_end_ - in_begin_);
-  if (k > 0) std::memcpy(data, in_->data() + in_begin_, k);
+  if (k > 0) std::memcpy(dest, in_->data() + in_begin_, k);
   in_begin_ += k;
   return k;
 }

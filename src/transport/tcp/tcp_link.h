@@ -1,13 +1,15 @@
 // A Link over a connected stream socket (TCP, or a Unix socketpair in tests).
 //
-// Every byte goes through one of two staging buffers of the link's own: send() reads from
-// the outgoing one (grown with the caller's sends, up to 2 MiB), recv() fills the incoming
-// one (256 KiB, allocated at first use). Why the extra copy: the kernel copies to and from
-// them at offsets in their pages chosen to be fast, whatever the caller's buffers are
-// (page-aligned ones make the kernel's copies up to twice as slow), and the user-space copy
-// that stages them costs less than the difference (docs/algorithms.md). OpenMPI's TCP BTL
-// bounces through its fragment buffers too. The incoming buffer is also lent to
-// reductions (peek_recv), which then read received bytes where the kernel put them.
+// Caller memory near the start of a page (as large buffers from posix_memalign or mmap
+// are) goes through one of two staging buffers of the link's own: send() reads from the
+// outgoing one (grown with the caller's sends, up to 2 MiB), recv() fills the incoming one
+// (256 KiB, allocated at first use). Why the extra copy: the kernel copies to and from them
+// at offsets in their pages chosen to be fast, where page-aligned caller memory makes the
+// kernel's copies up to twice as slow, and the user-space copy costs less than the
+// difference (docs/algorithms.md). OpenMPI's TCP BTL bounces through its fragment buffers
+// too. Caller memory elsewhere in its page goes to and from the kernel as it is. The
+// incoming buffer is also lent to reductions (peek_recv), which then read received bytes
+// where the kernel put them.
 #pragma once
 
 #include <cstddef>
@@ -27,11 +29,13 @@ class TcpLink : public Link {
   // `label` describes the remote end, e.g. "10.0.0.2:4431".
   TcpLink(int peer, net::Fd fd, std::string label);
 
-  // Sends from the outgoing staging buffer: stages up to kSendStagingBytes of `data` (or
-  // continues the bytes staged from it last time, when `data` is where those left off) and
-  // returns what the kernel accepted.
+  // Sends up to kSendStagingBytes of `data`, through the outgoing staging buffer when
+  // `data` is near a page's start (or continues the bytes staged last time, when `data` is
+  // where those left off), and returns what the kernel accepted.
   size_t try_send(const void* data, size_t n) override;
-  // Copies from the incoming staging buffer, refilling it from the kernel when empty.
+  // Copies from the incoming staging buffer, refilling it from the kernel when empty; a
+  // large receive into memory away from a page's start, with nothing staged, is a recv()
+  // straight into `data`.
   size_t try_recv(void* data, size_t n) override;
   const char* peek_recv(size_t* available) override;
   void consume_recv(size_t n) override;
@@ -52,6 +56,9 @@ class TcpLink : public Link {
   // fewer than an element's worth remain at its end). Throws IoError as try_recv.
   void fill();
   ssize_t recv_some(char* at, size_t n);
+  // What the kernel accepted of n bytes at `at` (0 when the socket is full).
+  size_t send_some(const char* at, size_t n);
+  size_t send_staged();
 
   // `bytes` at a chosen offset in a page.
   class Staging {
