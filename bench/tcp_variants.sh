@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 if [[ $# -lt 2 ]]; then
-  echo "usage: bench/tcp_variants.sh [--build DIR] [--trials N] SIZE VARIANT..." >&2
+  echo "usage: bench/tcp_variants.sh [--build DIR] [--trials N] SIZE VARIANT... [-- bench args]" >&2
   exit 2
 fi
 size="$1"; shift

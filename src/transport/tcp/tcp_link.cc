@@ -117,8 +117,9 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
   char* dest = static_cast<char*>(data);
   if (in_begin_ == in_end_) {
-    if (n >= kDirectRecvMin && !near_page_start(dest))
+    if (n >= kDirectRecvMin && !near_page_start(dest)) {
       return static_cast<size_t>(recv_some(dest, n));
+    }
     fill();
   }
   size_t k = std::min(n, in_end_ - in_begin_);

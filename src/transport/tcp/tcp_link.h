@@ -45,7 +45,7 @@ class TcpLink : public Link {
   void abort() noexcept override;
   std::string describe() const override;
 
-  // Bytes handed to one send(): on loopback, 1-2 MiB in one call made 2-ranks allreduces
+  // Bytes handed to one send(): on loopback, 1-2 MiB in one call made 2-rank allreduces
   // of 1-4 MiB 1.2-1.3x faster than 256 KiB calls (docs/algorithms.md). The buffer grows
   // to the largest send so far, so a link that carries small messages stays small.
   static constexpr size_t kSendStagingBytes = size_t{2} << 20;
