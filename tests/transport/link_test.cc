@@ -237,7 +237,7 @@ TEST(TcpLink, StagingGrowsWithTheSends) {
   EXPECT_EQ(std::memcmp(in.data() + 100, large.data(), big), 0);
 }
 
-// Caller memory away from a page's start goes to and from the kernel as it is, memory near
+// Caller memory away from a page boundary goes to and from the kernel as it is, memory near
 // it through the staging buffers; a stream that mixes both, either way, keeps every byte in
 // order.
 TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {

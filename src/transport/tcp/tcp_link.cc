@@ -24,14 +24,14 @@ constexpr size_t kMinPeek = 8;
 // aliasing in the copy) — and large caller buffers are usually page-aligned. Staging at
 // these offsets avoids that; the two also avoid each other's offset.
 constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
-// Caller memory within this many bytes of a page boundary is staged: the kernel's copies
-// run slow from and to page-aligned memory. Elsewhere in its page (libtorch's tensors start
-// 64 bytes in) it goes to and from the kernel as it is.
+// Only caller memory within this many bytes of a page boundary is staged (for the reason
+// above); elsewhere in its page (libtorch's tensors start 64 bytes in) it goes to and from
+// the kernel as it is.
 constexpr uintptr_t kPageEdgeBytes = 64;
 // The smallest receive worth a recv() straight into the caller's memory.
 constexpr size_t kDirectRecvMin = size_t{64} << 10;
 
-bool near_page_start(const char* p) {
+bool near_page_edge(const char* p) {
   uintptr_t in_page = reinterpret_cast<uintptr_t>(p) % 4096;
   return in_page < kPageEdgeBytes || in_page >= 4096 - kPageEdgeBytes;
 }
@@ -66,7 +66,7 @@ size_t TcpLink::try_send(const void* data, size_t n) {
   bool continues = out_sent_ < out_staged_ && src == out_src_ + out_sent_;
   if (continues) return send_staged();
   out_sent_ = out_staged_ = 0;  // a caller that moved elsewhere gave up what was staged
-  if (!near_page_start(src)) return send_some(src, std::min(n, kSendStagingBytes));
+  if (!near_page_edge(src)) return send_some(src, std::min(n, kSendStagingBytes));
   out_staged_ = std::min(n, kSendStagingBytes);
   if (!out_ || out_->size() < out_staged_) {
     out_.emplace(kSendOffset, send_staging_for(out_staged_));
@@ -117,7 +117,7 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
   char* dest = static_cast<char*>(data);
   if (in_begin_ == in_end_) {
-    if (n >= kDirectRecvMin && !near_page_start(dest)) {
+    if (n >= kDirectRecvMin && !near_page_edge(dest)) {
       return static_cast<size_t>(recv_some(dest, n));
     }
     fill();

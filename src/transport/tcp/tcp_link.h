@@ -1,7 +1,7 @@
 // A Link over a connected stream socket (TCP, or a Unix socketpair in tests).
 //
-// Caller memory near the start of a page (as large buffers from posix_memalign or mmap
-// are) goes through one of two staging buffers of the link's own: send() reads from the
+// Caller memory near a page boundary (as large buffers from posix_memalign or mmap are)
+// goes through one of two staging buffers of the link's own: send() reads from the
 // outgoing one (grown with the caller's sends, up to 2 MiB), recv() fills the incoming one
 // (256 KiB, allocated at first use). Why the extra copy: the kernel copies to and from them
 // at offsets in their pages chosen to be fast, where page-aligned caller memory makes the
@@ -30,11 +30,11 @@ class TcpLink : public Link {
   TcpLink(int peer, net::Fd fd, std::string label);
 
   // Sends up to kSendStagingBytes of `data`, through the outgoing staging buffer when
-  // `data` is near a page's start (or continues the bytes staged last time, when `data` is
+  // `data` is near a page boundary (or continues the bytes staged last time, when `data` is
   // where those left off), and returns what the kernel accepted.
   size_t try_send(const void* data, size_t n) override;
   // Copies from the incoming staging buffer, refilling it from the kernel when empty; a
-  // large receive into memory away from a page's start, with nothing staged, is a recv()
+  // large receive into memory away from a page boundary, with nothing staged, is a recv()
   // straight into `data`.
   size_t try_recv(void* data, size_t n) override;
   const char* peek_recv(size_t* available) override;
