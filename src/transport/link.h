@@ -63,8 +63,9 @@ class Link {
   // Hands back the first n bytes of the last peek_recv(), as if try_recv had read them.
   // REQUIRES: peek_recv returned non-null and n <= its *available.
   virtual void consume_recv(size_t n) { (void)n; }
-  // Whether received bytes wait in the link's own memory, taken from the kernel already (a
-  // TCP link's staging): then poll_fd() does not report them, and waiters must not sleep.
+  // Whether received bytes wait in the link's own memory: a shared-memory ring, or a TCP
+  // link's staging (taken from the kernel already, so poll_fd() does not report them, and
+  // waiters must not sleep). Bytes a peer sent before it exited are still received.
   virtual bool buffered_input() const { return false; }
 
   // Zero-copy send, the mirror of peek_recv: where the next sent bytes go, in the link's own

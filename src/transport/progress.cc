@@ -129,10 +129,15 @@ void Progress::wait_fds(Transfer* transfers, size_t n) {
   }
 }
 
+// A receive whose link still holds input is skipped: the peer may have sent its last bytes
+// and exited since the last poll(), and the next poll() takes them. Sends are checked.
 void Progress::check_alive(Transfer* transfers, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    if (transfers[i].complete()) continue;
-    naming_errors([&] { transfers[i].link->check_alive(); });
+    const Transfer& t = transfers[i];
+    if (t.complete()) continue;
+    naming_errors([&] {
+      if (t.is_send || !t.link->buffered_input()) t.link->check_alive();
+    });
   }
 }
 
@@ -209,7 +214,12 @@ void Progress::wait_until(const std::function<bool()>& ready, const std::vector<
     if (now >= deadline_.at()) throw TimeoutError(what() + ": timed out " + waiting_for());
     if (now - last_alive_check >= kAliveInterval) {
       last_alive_check = now;
-      for (Link* link : links) naming_errors([&] { link->check_alive(); });
+      try {
+        for (Link* link : links) naming_errors([&] { link->check_alive(); });
+      } catch (const IoError&) {
+        if (ready()) return;  // the peer signalled and exited since ready() was last false
+        throw;
+      }
     }
     back_off(now - since);
   }

@@ -71,8 +71,8 @@ class Progress {
 
   // Waits until ready() returns true — for peers that signal through shared memory rather
   // than through transfers — backing off like idle() (spin, yield, sleep) and checking the
-  // liveness of `links` about every millisecond. At the deadline, TimeoutError with
-  // "timed out " + waiting_for().
+  // liveness of `links` about every millisecond (a peer that signalled before it exited is
+  // not an error). At the deadline, TimeoutError with "timed out " + waiting_for().
   void wait_until(const std::function<bool()>& ready, const std::vector<Link*>& links,
                   const std::function<std::string()>& waiting_for);
 

@@ -109,6 +109,68 @@ TEST(ShmLink, ClosedPeerIsSeenByCheckAlive) {
   EXPECT_THROW(p.a->check_alive(), IoError);
 }
 
+// A rank preempted between an empty poll and its liveness check may find the peer gone
+// with the peer's last bytes still in the ring: those are received, and only a receive
+// for more than was sent is an error.
+TEST(ShmLink, BytesSentBeforeThePeerExitedAreStillReceived) {
+  LinkPair p = make_shm_pair(4096);
+  std::vector<char> out = payload(0, 1, 1000), in(out.size());
+  ASSERT_EQ(p.a->try_send(out.data(), out.size()), out.size());
+  p.a.reset();
+  Transfer t = Transfer::recv(*p.b, in.data(), in.size());
+  Progress progress(Deadline::after(std::chrono::seconds(10)), "receive after the peer left");
+  auto until = Clock::now() + std::chrono::milliseconds(5);  // liveness runs each millisecond
+  while (Clock::now() < until) progress.idle(&t, 1);
+  progress.finish(&t, 1);
+  EXPECT_TRUE(in == out);
+
+  Transfer more = Transfer::recv(*p.b, in.data(), 1);
+  try {
+    Progress(Deadline::after(std::chrono::seconds(10)), "one byte more").finish(&more, 1);
+    FAIL() << "a receive from a peer that left returned";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is gone"), std::string::npos) << e.what();
+  }
+}
+
+// A link whose liveness checks are counted, around a real one.
+class CountingChecks : public Link {
+ public:
+  explicit CountingChecks(Link& inner) : Link(inner.peer()), inner_(inner) {}
+  size_t try_send(const void* data, size_t n) override { return inner_.try_send(data, n); }
+  size_t try_recv(void* data, size_t n) override { return inner_.try_recv(data, n); }
+  int poll_fd() const override { return inner_.poll_fd(); }
+  void check_alive() override {
+    ++checks;
+    inner_.check_alive();
+  }
+  void abort() noexcept override { inner_.abort(); }
+  std::string describe() const override { return inner_.describe(); }
+  int checks = 0;
+
+ private:
+  Link& inner_;
+};
+
+// The same moment for a peer that signals through shared memory: it signalled and exited
+// after the waiter last found it not ready, before the waiter's liveness check.
+TEST(ShmLink, WaitUntilTakesASignalSentBeforeThePeerExited) {
+  LinkPair p = make_shm_pair(4096);
+  p.a.reset();
+  CountingChecks link(*p.b);
+  Progress progress(Deadline::after(std::chrono::seconds(10)), "wait for a signal");
+  EXPECT_NO_THROW(progress.wait_until([&] { return link.checks > 0; }, {&link},
+                                      [] { return std::string("the signal"); }));
+  EXPECT_EQ(link.checks, 1);
+
+  try {
+    progress.wait_until([] { return false; }, {&link}, [] { return std::string("nothing"); });
+    FAIL() << "a wait for a peer that left returned";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is gone"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShmLink, PeekAndConsumeReadInPlaceAcrossTheWrap) {
   LinkPair p = make_shm_pair(4096);
   std::vector<char> out = payload(0, 1, 3000), in;

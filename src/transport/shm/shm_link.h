@@ -51,6 +51,7 @@ class ShmLink : public Link, public PeerMemory {
   void read(const PeerCopy* pieces, size_t n) override;
   int open_file(int remote_fd) override;
   int poll_fd() const override { return -1; }
+  bool buffered_input() const override { return reader_.has_data(); }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
   void abort() noexcept override;

@@ -146,8 +146,10 @@ class RingReader {
   // REQUIRES: n <= what peek() reported.
   void consume(size_t n) { release(n); }
 
-  // Whether read() would return a byte now (reloads the writer's counter).
-  bool has_data() { return reload_head() != 0; }
+  // Whether read() would return a byte now. Throws IoError for counters no ring can have.
+  bool has_data() const {
+    return ring_used(counters_->head.load(std::memory_order_acquire), tail_, capacity_) != 0;
+  }
 
  private:
   uint64_t reload_head() {
