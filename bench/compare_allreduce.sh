@@ -11,7 +11,7 @@
 #   gloo-sync   the same with synchronous (blocking) pairs, which is faster here; capped
 #               at 16 MiB: from 64 MiB both ranks can block in write() and deadlock
 # then prints merged tables with the ratio chorus/peer per size (busbw ratio; at 8 B the
-# latency ratio) and the bars of issue 2 with PASS/FAIL.
+# latency ratio) and the bars of issue 22 with PASS/FAIL.
 #
 # usage: bench/compare_allreduce.sh [--build DIR] [--min-bytes N] [--max-bytes N] [--rounds N]
 #            [--timeout S] [--out DIR] [--launcher] [--only LIST] [-- bench args]

@@ -299,9 +299,9 @@ TEST(TcpLink, StagingGrowsWithTheSends) {
   EXPECT_EQ(std::memcmp(in.data() + 100, large.data(), big), 0);
 }
 
-// Caller memory away from a page boundary goes to and from the kernel as it is, memory near
-// it through the staging buffers; a stream that mixes both, either way, keeps every byte in
-// order.
+// Caller memory away from a page boundary is sent as it is, memory near one through the
+// outgoing staging; large receives go straight into the caller's memory wherever it lies.
+// Streams that mix these keep every byte in order.
 TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {
   LinkPair p = make_tcp_pair();
   const size_t n = (size_t{3} << 20) + 777;
@@ -311,7 +311,7 @@ TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {
     return std::unique_ptr<char, decltype(&std::free)>(static_cast<char*>(at), &std::free);
   };
   auto out = pages(), in = pages();
-  // (send offset, receive offset) in their pages: staged or not on either side.
+  // (send offset, receive offset) in their pages: sends staged or not.
   const std::pair<size_t, size_t> cases[] = {{0, 64}, {64, 0}, {1000, 2000}, {4090, 4090}, {0, 0}};
   for (auto [send_at, recv_at] : cases) {
     std::vector<char> data = payload(static_cast<int>(send_at), static_cast<int>(recv_at), n);

@@ -19,14 +19,15 @@ namespace {
 constexpr size_t kMinPeek = 8;
 
 // Where in its page each staging buffer starts. Measured on loopback (docs/algorithms.md):
-// the kernel's copies to and from user memory run about 1.5x slower when the user buffer
-// starts at offset 0 of its page — where the socket buffer's pages start too (4K
-// aliasing in the copy) — and large caller buffers are usually page-aligned. Staging at
-// these offsets avoids that; the two also avoid each other's offset.
+// the kernel's copy from user memory into the socket's pages runs about 1.5x slower when
+// the user buffer starts at offset 0 of its page — where the socket's pages start too (4K
+// aliasing in the copy) — and large caller buffers are usually page-aligned. Sending from
+// this offset avoids that, and it shifts the received bytes in the socket's pages, so the
+// receiver's copy out of them is fast into page-aligned memory too.
 constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
-// Only caller memory within this many bytes of a page boundary is staged (for the reason
-// above); elsewhere in its page (libtorch's tensors start 64 bytes in) it goes to and from
-// the kernel as it is.
+// Only caller memory within this many bytes of a page boundary is staged to be sent (for
+// the reason above); elsewhere in its page (libtorch's tensors start 64 bytes in) it goes
+// to the kernel as it is.
 constexpr uintptr_t kPageEdgeBytes = 64;
 // The smallest receive worth a recv() straight into the caller's memory.
 constexpr size_t kDirectRecvMin = size_t{64} << 10;
@@ -117,7 +118,7 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
   char* dest = static_cast<char*>(data);
   if (in_begin_ == in_end_) {
-    if (n >= kDirectRecvMin && !near_page_edge(dest)) {
+    if (n >= kDirectRecvMin) {
       return static_cast<size_t>(recv_some(dest, n));
     }
     fill();

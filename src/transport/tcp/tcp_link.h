@@ -1,15 +1,14 @@
 // A Link over a connected stream socket (TCP, or a Unix socketpair in tests).
 //
-// Caller memory near a page boundary (as large buffers from posix_memalign or mmap are)
-// goes through one of two staging buffers of the link's own: send() reads from the
-// outgoing one (grown with the caller's sends, up to 2 MiB), recv() fills the incoming one
-// (256 KiB, allocated at first use). Why the extra copy: the kernel copies to and from them
-// at offsets in their pages chosen to be fast, where page-aligned caller memory makes the
-// kernel's copies up to twice as slow, and the user-space copy costs less than the
-// difference (docs/algorithms.md). OpenMPI's TCP BTL bounces through its fragment buffers
-// too. Caller memory elsewhere in its page goes to and from the kernel as it is. The
-// incoming buffer is also lent to reductions (peek_recv), which then read received bytes
-// where the kernel put them.
+// Two staging buffers of the link's own. Caller memory near a page boundary (as large
+// buffers from posix_memalign or mmap are) is sent from the outgoing one (grown with the
+// caller's sends, up to 2 MiB): the kernel copies from it at an offset in its page chosen
+// to be fast, where page-aligned caller memory makes that copy up to twice as slow, and
+// the user-space copy costs less than the difference (docs/algorithms.md). OpenMPI's TCP
+// BTL bounces through its fragment buffers too. Caller memory elsewhere in its page goes
+// to the kernel as it is. Small receives, and reductions (peek_recv, which read received
+// bytes where the kernel put them), use the incoming one (256 KiB, allocated at first
+// use); large receives go straight into the caller's memory, wherever it lies.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +33,7 @@ class TcpLink : public Link {
   // where those left off), and returns what the kernel accepted.
   size_t try_send(const void* data, size_t n) override;
   // Copies from the incoming staging buffer, refilling it from the kernel when empty; a
-  // large receive into memory away from a page boundary, with nothing staged, is a recv()
-  // straight into `data`.
+  // receive of 64 KiB or more, with nothing staged, is a recv() straight into `data`.
   size_t try_recv(void* data, size_t n) override;
   const char* peek_recv(size_t* available) override;
   void consume_recv(size_t n) override;
