@@ -23,7 +23,8 @@ constexpr size_t kMinPeek = 8;
 // the user buffer starts at offset 0 of its page — where the socket's pages start too (4K
 // aliasing in the copy) — and large caller buffers are usually page-aligned. Sending from
 // this offset avoids that, and it shifts the received bytes in the socket's pages, so the
-// receiver's copy out of them is fast into page-aligned memory too.
+// receiver's copy out of them is fast into page-aligned memory too. The incoming staging
+// keeps an offset of its own, measured when every receive went through it.
 constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
 // Only caller memory within this many bytes of a page boundary is staged to be sent (for
 // the reason above); elsewhere in its page (libtorch's tensors start 64 bytes in) it goes
@@ -116,15 +117,12 @@ void TcpLink::fill() {
 
 size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
-  char* dest = static_cast<char*>(data);
   if (in_begin_ == in_end_) {
-    if (n >= kDirectRecvMin) {
-      return static_cast<size_t>(recv_some(dest, n));
-    }
+    if (n >= kDirectRecvMin) return static_cast<size_t>(recv_some(static_cast<char*>(data), n));
     fill();
   }
   size_t k = std::min(n, in_end_ - in_begin_);
-  if (k > 0) std::memcpy(dest, in_->data() + in_begin_, k);
+  if (k > 0) std::memcpy(data, in_->data() + in_begin_, k);
   in_begin_ += k;
   return k;
 }
