@@ -22,13 +22,14 @@ void broadcast_tree(Context& ctx, void* buffer, size_t bytes, int root) {
   while (top < p) top <<= 1;
   int span = vr == 0 ? top : lowest_bit(vr);
   if (vr != 0) {
-    Transfer t = Transfer::recv(ctx.link(real(vr - span)), buffer, bytes);
+    Transfer t = Transfer::recv_message(ctx.link(real(vr - span)), buffer, bytes);
     ctx.progress.finish(&t, 1);
   }
   std::array<Transfer, 32> sends;  // one child per bit of the rank
   size_t n = 0;
   for (int mask = span / 2; mask >= 1; mask /= 2) {
-    if (vr + mask < p) sends[n++] = Transfer::send(ctx.link(real(vr + mask)), buffer, bytes);
+    if (vr + mask < p)
+      sends[n++] = Transfer::send_message(ctx.link(real(vr + mask)), buffer, bytes, bytes);
   }
   ctx.progress.finish(sends.data(), n);
 }
@@ -38,8 +39,8 @@ void broadcast_chain(Context& ctx, void* buffer, size_t bytes, int root) {
   int vr = mod(ctx.rank() - root, p);
   bool has_prev = vr != 0, has_next = vr + 1 < p;
   Transfer t[2];  // [0] from the previous rank, [1] to the next
-  if (has_prev) t[0] = Transfer::recv(ctx.link(mod(ctx.rank() - 1, p)), buffer, bytes);
-  if (has_next) t[1] = Transfer::send(ctx.link(mod(ctx.rank() + 1, p)), buffer, 0);
+  if (has_prev) t[0] = Transfer::recv_message(ctx.link(mod(ctx.rank() - 1, p)), buffer, bytes);
+  if (has_next) t[1] = Transfer::send_message(ctx.link(mod(ctx.rank() + 1, p)), buffer, 0, bytes);
   for (;;) {
     // Forward whatever has arrived: the root has it all from the start.
     if (has_next) t[1].size = has_prev ? t[0].done : bytes;

@@ -90,10 +90,10 @@ void RingStream::start_recv() {
   if (recv_reduces_) {
     recv_final_ = step + 1 == lay_.rs_steps;
     recv_dest_ = recv_final_ ? own_ptr(off) : s_.acc + off * lay_.es;
-    xfer_[0] = Transfer::recv(left_, incoming_, cnt * lay_.es);
+    xfer_[0] = Transfer::recv_message(left_, incoming_, cnt * lay_.es);
     reducer_ = RecvReduce(&xfer_[0], recv_dest_, s_.src + off * lay_.es, s_.type, s_.op);
   } else {
-    xfer_[0] = Transfer::recv(left_, s_.acc + off * lay_.es, cnt * lay_.es);
+    xfer_[0] = Transfer::recv_message(left_, s_.acc + off * lay_.es, cnt * lay_.es);
   }
 }
 
@@ -108,8 +108,8 @@ void RingStream::start_send() {
   const char* data = s_.acc + off * lay_.es;
   if (step == 0 && lay_.rs_steps > 0) data = s_.src + off * lay_.es;    // own input
   if (step == lay_.rs_steps && lay_.rs_steps > 0) data = own_ptr(off);  // own finished segment
-  xfer_[1] = Transfer::send(right_, data, 0);
   send_full_ = cnt * lay_.es;
+  xfer_[1] = Transfer::send_message(right_, data, 0, send_full_);
 }
 
 size_t RingStream::send_available() const {

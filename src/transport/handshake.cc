@@ -13,7 +13,9 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c454843;  // "CHEL" little-endian
 constexpr uint32_t kReplyMagic = 0x50524843;  // "CHRP"
-constexpr uint16_t kVersion = 1;
+// 2 since TCP links frame whole messages of 64 KiB or more (docs/wire_format.md): a peer
+// of version 1 would take the pads for data.
+constexpr uint16_t kVersion = 2;
 
 }  // namespace
 

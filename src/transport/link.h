@@ -80,6 +80,15 @@ class Link {
   // REQUIRES: reserve_send returned non-null and n <= its *available.
   virtual void commit_send(size_t n) { (void)n; }
 
+  // Called (through Progress) before the first byte of a transfer that carries a whole
+  // message of `bytes` (Transfer::message), which the peer moves as one message of the same
+  // size. A link may frame such messages: TcpLink pads large ones (docs/wire_format.md).
+  // Throws IoError like try_send / try_recv.
+  virtual void begin_message(bool is_send, size_t bytes) {
+    (void)is_send;
+    (void)bytes;
+  }
+
   // The peer-memory capability (transport/peer_memory.h): shared-memory links to a peer
   // on this host have it, TCP links do not (nullptr). Owned by the link.
   virtual PeerMemory* peer_memory() { return nullptr; }

@@ -45,6 +45,7 @@ bool Progress::poll(Transfer* transfers, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     Transfer& t = transfers[i];
     if (t.complete()) continue;
+    begin(t);
     size_t k = naming_errors([&] {
       return t.is_send ? t.link->try_send(t.data + t.done, t.size - t.done)
                        : t.link->try_recv(t.data + t.done, t.size - t.done);
@@ -67,7 +68,14 @@ auto Progress::naming_errors(Call&& call) -> decltype(call()) {
   }
 }
 
+void Progress::begin(Transfer& t) {
+  if (t.begun) return;
+  t.begun = true;
+  if (t.message > 0) naming_errors([&] { t.link->begin_message(t.is_send, t.message); });
+}
+
 const char* Progress::peek_recv(Transfer& t, size_t* available) {
+  begin(t);
   return naming_errors([&] { return t.link->peek_recv(available); });
 }
 
@@ -89,6 +97,7 @@ void Progress::consume_recv(Transfer& t, size_t n) {
 }
 
 char* Progress::reserve_send(Transfer& t, size_t* available) {
+  begin(t);
   return naming_errors([&] { return t.link->reserve_send(available); });
 }
 

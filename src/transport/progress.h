@@ -23,12 +23,29 @@ struct Transfer {
   char* data = nullptr;
   size_t size = 0;
   size_t done = 0;
+  // The whole message this transfer carries, when the peer moves the same bytes as one
+  // transfer with the same `message` (Link::begin_message); 0 when that is not known. A send
+  // may grow `size` up to it as its bytes become ready.
+  size_t message = 0;
+  bool begun = false;  // Link::begin_message was called
 
   static Transfer send(Link& link, const void* data, size_t size) {
-    return Transfer{&link, true, static_cast<char*>(const_cast<void*>(data)), size, 0};
+    return Transfer{&link, true, static_cast<char*>(const_cast<void*>(data)), size, 0, 0, false};
   }
   static Transfer recv(Link& link, void* data, size_t size) {
-    return Transfer{&link, false, static_cast<char*>(data), size, 0};
+    return Transfer{&link, false, static_cast<char*>(data), size, 0, 0, false};
+  }
+  // A whole message of `message` bytes, matched by the peer's send_message / recv_message
+  // of the same size (the collectives' exchanges): a link may frame it.
+  static Transfer send_message(Link& link, const void* data, size_t size, size_t message) {
+    Transfer t = send(link, data, size);
+    t.message = message;
+    return t;
+  }
+  static Transfer recv_message(Link& link, void* data, size_t size) {
+    Transfer t = recv(link, data, size);
+    t.message = size;
+    return t;
   }
   bool complete() const { return done == size; }
 };
@@ -81,6 +98,8 @@ class Progress {
 
  private:
   void reset_backoff() { idle_rounds_ = 0; }
+  // Tells the link, once, before a transfer's first byte, that it carries a whole message.
+  void begin(Transfer& t);
   // The part of a wait that sleeps nowhere in particular: spin, then yield, then sleep
   // longer the longer it has `waited`.
   static void back_off(Clock::duration waited);

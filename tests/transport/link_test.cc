@@ -299,18 +299,20 @@ TEST(TcpLink, StagingGrowsWithTheSends) {
   EXPECT_EQ(std::memcmp(in.data() + 100, large.data(), big), 0);
 }
 
+// Page-aligned memory of n bytes (and a page to spare).
+std::unique_ptr<char, decltype(&std::free)> pages(size_t n) {
+  void* at = nullptr;
+  EXPECT_EQ(::posix_memalign(&at, 4096, n + 4096), 0);
+  return {static_cast<char*>(at), &std::free};
+}
+
 // Caller memory away from a page boundary is sent as it is, memory near one through the
 // outgoing staging; large receives go straight into the caller's memory wherever it lies.
 // Streams that mix these keep every byte in order.
 TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {
   LinkPair p = make_tcp_pair();
   const size_t n = (size_t{3} << 20) + 777;
-  auto pages = [&] {
-    void* at = nullptr;
-    EXPECT_EQ(::posix_memalign(&at, 4096, n + 4096), 0);
-    return std::unique_ptr<char, decltype(&std::free)>(static_cast<char*>(at), &std::free);
-  };
-  auto out = pages(), in = pages();
+  auto out = pages(n), in = pages(n);
   // (send offset, receive offset) in their pages: sends staged or not.
   const std::pair<size_t, size_t> cases[] = {{0, 64}, {64, 0}, {1000, 2000}, {4090, 4090}, {0, 0}};
   for (auto [send_at, recv_at] : cases) {
@@ -325,6 +327,127 @@ TEST(TcpLink, CallerMemoryAnywhereInItsPageKeepsTheStreamInOrder) {
     EXPECT_EQ(std::memcmp(in.get() + recv_at, data.data(), n), 0)
         << "sent from " << send_at << ", received at " << recv_at << " in the page";
   }
+}
+
+// Receives a whole message as a reduction does: peek, copy out what arrived, consume.
+void peek_message(Link& link, char* dest, size_t n) {
+  Transfer t = Transfer::recv_message(link, nullptr, n);
+  Progress progress(Deadline::after(std::chrono::seconds(20)), "peek");
+  while (!t.complete()) {
+    size_t available = 0;
+    const char* at = progress.peek_recv(t, &available);
+    size_t k = std::min(available, n - t.done);
+    std::memcpy(dest + t.done, at, k);
+    progress.consume_recv(t, k);
+    if (k == 0) progress.idle(&t, 1);
+  }
+}
+
+// Whole messages (Transfer::send_message / recv_message) are framed on TCP from
+// kFramedMin bytes: a pad goes before them. Mixed with plain transfers, received by
+// try_recv or by peek, from and into any page offset, and sent as a ring does (a send
+// whose size grows up to the message), every byte still arrives in order.
+TEST(TcpLink, WholeMessagesArriveIntactAmongPlainTransfers) {
+  LinkPair p = make_tcp_pair();
+  const size_t big = (size_t{3} << 20) + 8;
+  struct Message {
+    size_t bytes, send_at, recv_at;
+    bool whole, peek = false, growing = false;
+  };
+  const Message messages[] = {
+      {100, 0, 0, false},
+      {TcpLink::kFramedMin, 0, 0, true},
+      {big, 0, 0, true},
+      {TcpLink::kFramedMin - 8, 64, 0, true},  // too small to be framed
+      {size_t{1} << 20, 0, 2112, true, true},
+      {200 << 10, 0, 0, false},
+      {big, 64, 1000, true, false, true},
+      {TcpLink::kFramedMin + 8, 4090, 0, true, true, true},
+  };
+  auto out = pages(big), in = pages(big);
+  for (const Message& m : messages) {
+    std::vector<char> data = payload(static_cast<int>(m.bytes % 97), m.whole, m.bytes);
+    std::memcpy(out.get() + m.send_at, data.data(), m.bytes);
+    char* dest = in.get() + m.recv_at;
+    std::thread reader([&] {
+      if (m.peek) return peek_message(*p.b, dest, m.bytes);
+      Transfer t = m.whole ? Transfer::recv_message(*p.b, dest, m.bytes)
+                           : Transfer::recv(*p.b, dest, m.bytes);
+      Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+    });
+    const char* src = out.get() + m.send_at;
+    size_t first = m.growing ? 0 : m.bytes;
+    Transfer t = m.whole ? Transfer::send_message(*p.a, src, first, m.bytes)
+                         : Transfer::send(*p.a, src, first);
+    Progress progress(Deadline::after(std::chrono::seconds(20)), "write");
+    for (size_t step = 1000; t.size < m.bytes; step *= 2) {  // as a ring's send grows
+      t.size = std::min(m.bytes, t.size + step);
+      progress.poll(&t, 1);
+    }
+    progress.finish(&t, 1);
+    reader.join();
+    EXPECT_EQ(std::memcmp(dest, data.data(), m.bytes), 0)
+        << m.bytes << " bytes sent from " << m.send_at << ", received at " << m.recv_at;
+  }
+  EXPECT_FALSE(p.b->buffered_input());
+}
+
+// The pad on the wire: magic "CHPD", zero, the message's size, zeros, then the message.
+TEST(TcpLink, FramedMessageIsPaddedOnTheWire) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  TcpLink link(1, net::Fd(sv[0]), "socketpair");
+  net::Fd raw(sv[1]);
+  const size_t n = TcpLink::kFramedMin, total = TcpLink::kPadBytes + n;
+  std::vector<char> data = payload(1, 2, n), wire(total);
+  std::thread reader([&] {
+    for (size_t got = 0; got < total;) {
+      ssize_t k = ::read(raw.get(), wire.data() + got, total - got);
+      ASSERT_GT(k, 0);
+      got += static_cast<size_t>(k);
+    }
+  });
+  Transfer t = Transfer::send_message(link, data.data(), n, n);
+  Progress(Deadline::after(std::chrono::seconds(20)), "write").finish(&t, 1);
+  reader.join();
+  const unsigned char head[16] = {'C', 'H', 'P', 'D', 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+  EXPECT_EQ(std::memcmp(wire.data(), head, 16), 0);
+  EXPECT_TRUE(std::all_of(wire.begin() + 16, wire.begin() + TcpLink::kPadBytes,
+                          [](char c) { return c == 0; }));
+  EXPECT_EQ(std::memcmp(wire.data() + TcpLink::kPadBytes, data.data(), n), 0);
+}
+
+// A receiver that expects a whole message and finds plain bytes, or a message of another
+// size, fails with IoError naming both sizes, not with corrupt data.
+TEST(TcpLink, MessagesTheEndsDisagreeOnAreAnError) {
+  const size_t n = TcpLink::kFramedMin * 2;
+  std::vector<char> data = payload(3, 4, n), in(n);
+  auto expect_out_of_step = [&](bool send_whole, size_t expected, const char* sent) {
+    LinkPair p = make_tcp_pair();
+    std::thread writer([&] {
+      Transfer t = send_whole ? Transfer::send_message(*p.a, data.data(), n, n)
+                              : Transfer::send(*p.a, data.data(), n);
+      try {
+        Progress(Deadline::after(std::chrono::seconds(5)), "write").finish(&t, 1);
+      } catch (const Error&) {  // the reader may close first
+      }
+    });
+    Transfer t = Transfer::recv_message(*p.b, in.data(), expected);
+    try {
+      Progress(Deadline::after(std::chrono::seconds(20)), "read").finish(&t, 1);
+      ADD_FAILURE() << "no error for " << sent;
+    } catch (const IoError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("out of step: this rank expects a message of " +
+                          std::to_string(expected) + " bytes, the peer sent " + sent),
+                std::string::npos)
+          << what;
+    }
+    p.b.reset();
+    writer.join();
+  };
+  expect_out_of_step(false, n, "no message header");
+  expect_out_of_step(true, n / 2, "a message of 131072 bytes");
 }
 
 // Time spent in wait_ready while `wake` runs on another thread after a short delay.

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "chorus/error.h"
+#include "util/byte_order.h"
 
 namespace chorus::transport {
 namespace {
@@ -18,14 +19,13 @@ namespace {
 // that peeks.
 constexpr size_t kMinPeek = 8;
 
-// Where in its page each staging buffer starts. Measured on loopback (docs/algorithms.md):
-// the kernel's copy from user memory into the socket's pages runs about 1.5x slower when
-// the user buffer starts at offset 0 of its page — where the socket's pages start too (4K
-// aliasing in the copy) — and large caller buffers are usually page-aligned. Sending from
-// this offset avoids that, and it shifts the received bytes in the socket's pages, so the
-// receiver's copy out of them is fast into page-aligned memory too. The incoming staging
-// keeps an offset of its own, measured when every receive went through it.
-constexpr size_t kSendOffset = 1088, kRecvOffset = 2112;
+// Where in its page each staging buffer starts. The kernel's copies between user memory
+// and the socket's pages run up to 1.5-2x slower at equal offsets in the page (4K aliasing,
+// our reading; docs/algorithms.md). The socket's pages hold a message from a page start
+// when the link was drained, and large caller buffers are page-aligned too, so staged
+// sends start as far into a page as a framed message's pad puts the message. The incoming
+// staging keeps an offset of its own, measured when every receive went through it.
+constexpr size_t kSendOffset = TcpLink::kPadBytes, kRecvOffset = 2112;
 // Only caller memory within this many bytes of a page boundary is staged to be sent (for
 // the reason above); elsewhere in its page (libtorch's tensors start 64 bytes in) it goes
 // to the kernel as it is.
@@ -62,9 +62,23 @@ TcpLink::TcpLink(int peer, net::Fd fd, std::string label)
   net::set_nodelay(fd_.get());  // a no-op on Unix sockets
 }
 
+void TcpLink::begin_message(bool is_send, size_t bytes) {
+  if (bytes < kFramedMin) return;
+  if (is_send) {
+    byte_order::store_u32(pad_out_.data(), kPadMagic);
+    byte_order::store_u64(pad_out_.data() + 8, bytes);
+    pad_out_done_ = 0;
+    framed_left_ = bytes;
+  } else {
+    pad_in_done_ = 0;
+    framed_expected_ = bytes;
+  }
+}
+
 size_t TcpLink::try_send(const void* data, size_t n) {
   if (n == 0) return 0;
   const char* src = static_cast<const char*>(data);
+  if (framed_left_ > 0) return send_framed(src, n);
   bool continues = out_sent_ < out_staged_ && src == out_src_ + out_sent_;
   if (continues) return send_staged();
   out_sent_ = out_staged_ = 0;  // a caller that moved elsewhere gave up what was staged
@@ -84,9 +98,28 @@ size_t TcpLink::send_staged() {
   return k;
 }
 
+size_t TcpLink::send_framed(const char* src, size_t n) {
+  size_t data = std::min({n, framed_left_, kSendStagingBytes});
+  size_t pad = kPadBytes - pad_out_done_;
+  iovec iov[2] = {{pad_out_.data() + pad_out_done_, pad}, {const_cast<char*>(src), data}};
+  size_t k = pad > 0 ? send_iov(iov, 2) : send_iov(iov + 1, 1);
+  size_t pad_sent = std::min(k, pad);
+  pad_out_done_ += pad_sent;
+  framed_left_ -= k - pad_sent;
+  return k - pad_sent;
+}
+
 size_t TcpLink::send_some(const char* at, size_t n) {
+  iovec iov{const_cast<char*>(at), n};
+  return send_iov(&iov, 1);
+}
+
+size_t TcpLink::send_iov(iovec* iov, size_t count) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = count;
   for (;;) {
-    ssize_t k = ::send(fd_.get(), at, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k >= 0) return static_cast<size_t>(k);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -115,8 +148,36 @@ void TcpLink::fill() {
   in_end_ += static_cast<size_t>(recv_some(in_->data() + in_end_, kRecvStagingBytes - in_end_));
 }
 
+bool TcpLink::take_pad() {
+  if (pad_in_done_ == kPadBytes) return true;
+  while (pad_in_done_ < kPadBytes) {
+    size_t want = kPadBytes - pad_in_done_;
+    char* to = pad_in_.data() + pad_in_done_;
+    size_t k = std::min(want, in_end_ - in_begin_);
+    if (k > 0) {
+      std::memcpy(to, in_->data() + in_begin_, k);
+      in_begin_ += k;
+    } else {
+      k = static_cast<size_t>(recv_some(to, want));
+      if (k == 0) return false;
+    }
+    pad_in_done_ += k;
+  }
+  uint32_t magic = byte_order::load_u32(pad_in_.data());
+  uint64_t bytes = byte_order::load_u64(pad_in_.data() + 8);
+  if (magic != kPadMagic || bytes != framed_expected_) {
+    std::string got = magic == kPadMagic ? "a message of " + std::to_string(bytes) + " bytes"
+                                         : "no message header";
+    CHORUS_THROW(IoError, describe(), " is out of step: this rank expects a message of ",
+                 framed_expected_, " bytes, the peer sent ", got,
+                 " (different collectives or sizes on the two ranks?)");
+  }
+  return true;
+}
+
 size_t TcpLink::try_recv(void* data, size_t n) {
   if (n == 0) return 0;
+  if (!take_pad()) return 0;
   if (in_begin_ == in_end_) {
     if (n >= kDirectRecvMin) return static_cast<size_t>(recv_some(static_cast<char*>(data), n));
     fill();
@@ -128,6 +189,9 @@ size_t TcpLink::try_recv(void* data, size_t n) {
 }
 
 const char* TcpLink::peek_recv(size_t* available) {
+  if (!in_) in_.emplace(kRecvOffset, kRecvStagingBytes);
+  *available = 0;
+  if (!take_pad()) return in_->data() + in_begin_;
   fill();
   *available = in_end_ - in_begin_;
   return in_->data() + in_begin_;

@@ -9,9 +9,18 @@
 // to the kernel as it is. Small receives, and reductions (peek_recv, which read received
 // bytes where the kernel put them), use the incoming one (256 KiB, allocated at first
 // use); large receives go straight into the caller's memory, wherever it lies.
+//
+// Whole messages of kFramedMin bytes or more (Link::begin_message: the collectives'
+// exchanges) go out without staging, after a pad of kPadBytes that names their size: the
+// pad moves them off the page offsets where the kernel's copies are slow, on both ends,
+// and lets the receiver check that both ends agree on the message (docs/wire_format.md).
 #pragma once
 
+#include <sys/uio.h>
+
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -28,14 +37,17 @@ class TcpLink : public Link {
   // `label` describes the remote end, e.g. "10.0.0.2:4431".
   TcpLink(int peer, net::Fd fd, std::string label);
 
-  // Sends up to kSendStagingBytes of `data`, through the outgoing staging buffer when
-  // `data` is near a page boundary (or continues the bytes staged last time, when `data` is
-  // where those left off), and returns what the kernel accepted.
+  // Sends up to kSendStagingBytes of `data` — a framed message's straight after its pad;
+  // otherwise through the outgoing staging buffer when `data` is near a page boundary (or
+  // continues the bytes staged last time, when `data` is where those left off) — and
+  // returns what the kernel accepted.
   size_t try_send(const void* data, size_t n) override;
   // Copies from the incoming staging buffer, refilling it from the kernel when empty; a
   // receive of 64 KiB or more, with nothing staged, is a recv() straight into `data`.
   size_t try_recv(void* data, size_t n) override;
   const char* peek_recv(size_t* available) override;
+  // Messages of kFramedMin bytes or more are framed: see the top of this file.
+  void begin_message(bool is_send, size_t bytes) override;
   void consume_recv(size_t n) override;
   bool buffered_input() const override { return in_begin_ < in_end_; }
   int poll_fd() const override { return fd_.get(); }
@@ -48,6 +60,11 @@ class TcpLink : public Link {
   // to the largest send so far, so a link that carries small messages stays small.
   static constexpr size_t kSendStagingBytes = size_t{2} << 20;
   static constexpr size_t kRecvStagingBytes = size_t{256} << 10;
+  // Framing (docs/wire_format.md): the smallest framed message, and the pad before it,
+  // which puts the message this far into the kernel's socket pages.
+  static constexpr size_t kFramedMin = size_t{64} << 10;
+  static constexpr size_t kPadBytes = 1088;
+  static constexpr uint32_t kPadMagic = 0x44504843;  // "CHPD"
 
  private:
   // Makes unread bytes available in the incoming buffer (a recv when it is empty, or when
@@ -56,7 +73,15 @@ class TcpLink : public Link {
   ssize_t recv_some(char* at, size_t n);
   // What the kernel accepted of n bytes at `at` (0 when the socket is full).
   size_t send_some(const char* at, size_t n);
+  size_t send_iov(iovec* iov, size_t count);
   size_t send_staged();
+  // The next bytes of a framed message, after what is left of its pad.
+  size_t send_framed(const char* src, size_t n);
+  // Reads what is left of the pad before a framed message (from the incoming staging, then
+  // exactly the rest from the kernel, so that the message itself can be received straight
+  // into the caller's memory). False while part of it has not arrived; IoError when the pad
+  // is not one, or names another size.
+  bool take_pad();
 
   // `bytes` at a chosen offset in a page.
   class Staging {
@@ -80,6 +105,12 @@ class TcpLink : public Link {
   const char* out_src_ = nullptr;  // the caller's address of out_[0]
   size_t out_staged_ = 0, out_sent_ = 0;
   size_t in_begin_ = 0, in_end_ = 0;  // unread bytes: in_[in_begin_, in_end_)
+  // Framing: the pads being sent and received (kPadBytes done: none pending), the bytes of
+  // the outgoing framed message not yet sent, and the size the incoming one must have.
+  std::array<char, kPadBytes> pad_out_{}, pad_in_{};
+  size_t pad_out_done_ = kPadBytes, pad_in_done_ = kPadBytes;
+  size_t framed_left_ = 0;
+  uint64_t framed_expected_ = 0;
 };
 
 }  // namespace chorus::transport
