@@ -35,9 +35,9 @@ void alltoallv_pairwise(Context& ctx, const void* send, const std::vector<size_t
   if (recv_counts[r] > 0) std::memmove(dst + roff[r] * es, src + soff[r] * es, recv_counts[r] * es);
   for (int k = 1; k < p; ++k) {
     int to = mod(r + k, p), from = mod(r - k, p);
-    size_t in = recv_counts[from] * es, out = send_counts[to] * es;
-    Transfer t[2] = {Transfer::recv_message(ctx.link(from), dst + roff[from] * es, in),
-                     Transfer::send_message(ctx.link(to), src + soff[to] * es, out, out)};
+    Transfer t[2] = {
+        Transfer::recv_message(ctx.link(from), dst + roff[from] * es, recv_counts[from] * es),
+        Transfer::send_message(ctx.link(to), src + soff[to] * es, send_counts[to] * es)};
     ctx.progress.finish(t, 2);
   }
 }

@@ -28,8 +28,9 @@ void broadcast_tree(Context& ctx, void* buffer, size_t bytes, int root) {
   std::array<Transfer, 32> sends;  // one child per bit of the rank
   size_t n = 0;
   for (int mask = span / 2; mask >= 1; mask /= 2) {
-    if (vr + mask < p)
-      sends[n++] = Transfer::send_message(ctx.link(real(vr + mask)), buffer, bytes, bytes);
+    if (vr + mask < p) {
+      sends[n++] = Transfer::send_message(ctx.link(real(vr + mask)), buffer, bytes);
+    }
   }
   ctx.progress.finish(sends.data(), n);
 }

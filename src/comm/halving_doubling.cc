@@ -45,7 +45,7 @@ void exchange_reduce(Context& ctx, int peer, const char* send, size_t send_bytes
                      bool send_guards_dest) {
   transport::Link& link = ctx.link(peer);
   Transfer t[2] = {Transfer::recv_message(link, ctx.ws.incoming.get(recv_bytes), recv_bytes),
-                   Transfer::send_message(link, send, send_bytes, send_bytes)};
+                   Transfer::send_message(link, send, send_bytes)};
   RecvReduce reducer(&t[0], dest, in, type, op);
   while (!reducer.done() || !t[1].complete()) {
     bool moved = ctx.progress.poll(&t[1], 1);
@@ -66,7 +66,7 @@ void exchange(Context& ctx, int peer, const void* send, size_t send_bytes, void*
               size_t recv_bytes) {
   transport::Link& link = ctx.link(peer);
   Transfer t[2] = {Transfer::recv_message(link, recv, recv_bytes),
-                   Transfer::send_message(link, send, send_bytes, send_bytes)};
+                   Transfer::send_message(link, send, send_bytes)};
   ctx.progress.finish(t, 2);
 }
 
@@ -76,7 +76,7 @@ const char* fold_in(Context& ctx, const Fold& f, const char* in, char* out, size
   int r = ctx.rank();
   if (r >= 2 * f.rem) return in;
   if (f.new_rank < 0) {
-    Transfer t = Transfer::send_message(ctx.link(r + 1), in, bytes, bytes);
+    Transfer t = Transfer::send_message(ctx.link(r + 1), in, bytes);
     ctx.progress.finish(&t, 1);
     return in;
   }
@@ -89,7 +89,7 @@ void fold_out(Context& ctx, const Fold& f, char* out, size_t bytes) {
   int r = ctx.rank();
   if (r >= 2 * f.rem) return;
   Transfer t = f.new_rank < 0 ? Transfer::recv_message(ctx.link(r + 1), out, bytes)
-                              : Transfer::send_message(ctx.link(r - 1), out, bytes, bytes);
+                              : Transfer::send_message(ctx.link(r - 1), out, bytes);
   ctx.progress.finish(&t, 1);
 }
 

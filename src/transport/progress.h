@@ -35,12 +35,16 @@ struct Transfer {
   static Transfer recv(Link& link, void* data, size_t size) {
     return Transfer{&link, false, static_cast<char*>(data), size, 0, 0, false};
   }
-  // A whole message of `message` bytes, matched by the peer's send_message / recv_message
-  // of the same size (the collectives' exchanges): a link may frame it.
+  // A whole message, matched by the peer's send_message / recv_message of the same size
+  // (the collectives' exchanges): a link may frame it. A send whose bytes become ready
+  // as it goes starts at `size` and grows to `message`.
   static Transfer send_message(Link& link, const void* data, size_t size, size_t message) {
     Transfer t = send(link, data, size);
     t.message = message;
     return t;
+  }
+  static Transfer send_message(Link& link, const void* data, size_t size) {
+    return send_message(link, data, size, size);
   }
   static Transfer recv_message(Link& link, void* data, size_t size) {
     Transfer t = recv(link, data, size);

@@ -407,7 +407,7 @@ TEST(TcpLink, FramedMessageIsPaddedOnTheWire) {
       got += static_cast<size_t>(k);
     }
   });
-  Transfer t = Transfer::send_message(link, data.data(), n, n);
+  Transfer t = Transfer::send_message(link, data.data(), n);
   Progress(Deadline::after(std::chrono::seconds(20)), "write").finish(&t, 1);
   reader.join();
   const unsigned char head[16] = {'C', 'H', 'P', 'D', 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
@@ -425,7 +425,7 @@ TEST(TcpLink, MessagesTheEndsDisagreeOnAreAnError) {
   auto expect_out_of_step = [&](bool send_whole, size_t expected, const char* sent) {
     LinkPair p = make_tcp_pair();
     std::thread writer([&] {
-      Transfer t = send_whole ? Transfer::send_message(*p.a, data.data(), n, n)
+      Transfer t = send_whole ? Transfer::send_message(*p.a, data.data(), n)
                               : Transfer::send(*p.a, data.data(), n);
       try {
         Progress(Deadline::after(std::chrono::seconds(5)), "write").finish(&t, 1);
