@@ -138,14 +138,19 @@ ssize_t TcpLink::recv_some(char* at, size_t n) {
   }
 }
 
+TcpLink::Staging& TcpLink::incoming() {
+  if (!in_) in_.emplace(kRecvOffset, kRecvStagingBytes);
+  return *in_;
+}
+
 void TcpLink::fill() {
   size_t unread = in_end_ - in_begin_;
   if (unread >= kMinPeek) return;
-  if (!in_) in_.emplace(kRecvOffset, kRecvStagingBytes);
-  if (unread > 0) std::memmove(in_->data(), in_->data() + in_begin_, unread);
+  char* in = incoming().data();
+  if (unread > 0) std::memmove(in, in + in_begin_, unread);
   in_begin_ = 0;
   in_end_ = unread;
-  in_end_ += static_cast<size_t>(recv_some(in_->data() + in_end_, kRecvStagingBytes - in_end_));
+  in_end_ += static_cast<size_t>(recv_some(in + in_end_, kRecvStagingBytes - in_end_));
 }
 
 bool TcpLink::take_pad() {
@@ -189,9 +194,8 @@ size_t TcpLink::try_recv(void* data, size_t n) {
 }
 
 const char* TcpLink::peek_recv(size_t* available) {
-  if (!in_) in_.emplace(kRecvOffset, kRecvStagingBytes);
   *available = 0;
-  if (!take_pad()) return in_->data() + in_begin_;
+  if (!take_pad()) return incoming().data() + in_begin_;
   fill();
   *available = in_end_ - in_begin_;
   return in_->data() + in_begin_;

@@ -98,6 +98,8 @@ class TcpLink : public Link {
     char* data_;
     size_t size_;
   };
+  // The incoming staging, allocated at first use.
+  Staging& incoming();
 
   net::Fd fd_;
   std::string label_;
