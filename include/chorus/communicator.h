@@ -162,8 +162,9 @@ class Communicator {
   // compares the ranks' calls through it (about half a microsecond): when every rank's send
   // and recv lie in shared memory the allreduce runs there (docs/algorithms.md), otherwise
   // the usual way; a count, type or op that differs between ranks is then an
-  // InvalidArgument on every rank.
-  SharedBuffer alloc_shared(size_t bytes);
+  // InvalidArgument on every rank. `pages`: SharedBuffer's SharedPages, the same on every
+  // rank.
+  SharedBuffer alloc_shared(size_t bytes, SharedPages pages = SharedPages::kPopulated);
 
   // Breaks the communicator (see above). May be called from any thread.
   void abort() noexcept;

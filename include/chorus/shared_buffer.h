@@ -12,6 +12,12 @@
 
 namespace chorus {
 
+// When alloc_shared's pages come into memory: all at once (a collective never faults them in
+// midway), or each on first touch (a heap that reserves far more than it uses; in a child
+// the process forks such memory turns private, copy-on-write, so the child's writes never
+// reach this process or its peers).
+enum class SharedPages { kPopulated, kOnTouch };
+
 class Communicator;
 namespace comm {
 struct SharedAllocation;
@@ -29,6 +35,11 @@ class SharedBuffer {
   // ranks open each other's memory): then it is this rank's own memory and collectives on
   // it take the usual path. The same on every rank.
   bool shared() const;
+  // Stops sharing: unmaps the other ranks' memory and makes shared() false, keeping this
+  // rank's memory valid for as long as any copy of the handle exists (memory that outlives
+  // its communicator's collectives). For every copy alike; on every rank alike.
+  // REQUIRES: no collective of the communicator runs, nor in_shared_memory(), meanwhile.
+  void unshare();
 
  private:
   friend class Communicator;  // alloc_shared makes them

@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "pending_ops.h"
 #include "torch/gradient_buckets.h"
+#include "torch/shared_heap.h"
 #include "util/env.h"
 
 namespace py = pybind11;
@@ -235,16 +236,20 @@ py::object shared_tensor(const SharedBuffer& memory) {
 // Where DistributedOptimizer's buckets go (src/torch/gradient_buckets.h): the layout of
 // `params` (by size and dtype) as (total bytes, [(offset, bytes, [parameter indices])]),
 // offsets in bytes from the allocation's start; every parameter's slice follows from its
-// bucket's order.
-py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_bytes) {
+// bucket's order. On the world's set, where the shared heap is, parameters of
+// kInPlaceMinBytes or more are in no bucket: their gradients are reduced where they are.
+py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_bytes,
+                       int process_set_id) {
   CHORUS_CHECK_ARG(bucket_bytes > 0, "bucket_bytes must be positive, not ", bucket_bytes);
   std::vector<detail::BucketParam> sizes;
   for (const auto& p : params) {
     sizes.push_back(
         {static_cast<size_t>(p.numel()) * p.element_size(), to_chorus_dtype(p.scalar_type())});
   }
-  const detail::BucketLayout layout =
-      detail::plan_buckets(sizes, static_cast<size_t>(bucket_bytes));
+  // Gradients born in shared memory (the world's heap) are reduced where they are.
+  const bool heap = process_set_id == 0 && detail::shared_heap_active();
+  const detail::BucketLayout layout = detail::plan_buckets(sizes, static_cast<size_t>(bucket_bytes),
+                                                           heap ? detail::kInPlaceMinBytes : 0);
   py::list buckets;
   for (const auto& b : layout.buckets) {
     buckets.append(py::make_tuple(b.offset, b.bytes, py::cast(b.params)));

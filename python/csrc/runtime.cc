@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "chorus/error.h"
+#include "chorus/job.h"
 #include "chorus/torch/runtime.h"
 #include "pending_ops.h"
 
@@ -105,6 +106,12 @@ void define_runtime(py::module_& m) {
   });
   m.def("process_set_size", [](int id) { return registered(id)->size(); });
 
+  // For tests: whether [address, address + bytes) lies in memory the world's ranks share
+  // (the shared heap, buckets).
+  m.def("in_shared_memory", [](uintptr_t address, size_t bytes) {
+    engine_checked();
+    return detail::job().world().in_shared_memory(reinterpret_cast<const void*>(address), bytes);
+  });
   m.def("start_timeline", [](const std::string& path) { engine_checked().start_timeline(path); });
   m.def("stop_timeline", [] { engine_checked().stop_timeline(); });
 }

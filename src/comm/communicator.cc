@@ -387,7 +387,7 @@ void Communicator::reduce_scatter(const void* send, void* recv,
   });
 }
 
-SharedBuffer Communicator::alloc_shared(size_t bytes) {
+SharedBuffer Communicator::alloc_shared(size_t bytes, SharedPages pages) {
   CHORUS_CHECK_ARG(bytes > 0 && bytes <= transport::shm::kMaxRegionBytes, "alloc_shared: ", bytes,
                    " bytes (must be 1 .. ", transport::shm::kMaxRegionBytes, ")");
   impl_->check_usable("alloc_shared");
@@ -399,12 +399,12 @@ SharedBuffer Communicator::alloc_shared(size_t bytes) {
       CHORUS_CHECK_ARG(asked[r] == mine, "alloc_shared: rank ", r, " asked for ", asked[r],
                        " bytes, rank ", rank(), " for ", bytes);
     }
-    return SharedBuffer(comm::SharedMemory::private_allocation(rank(), size(), bytes));
+    return SharedBuffer(comm::SharedMemory::private_allocation(rank(), size(), bytes, pages));
   }
   std::shared_ptr<comm::SharedAllocation> allocation;
   impl_->run(OpInfo{"alloc_shared", bytes, DataType::kUInt8, rank(), size()},
              [&](comm::Context& ctx) {
-               allocation = impl_->shared.allocate(ctx, bytes, impl_->peers_readable(ctx));
+               allocation = impl_->shared.allocate(ctx, bytes, impl_->peers_readable(ctx), pages);
              });
   return SharedBuffer(std::move(allocation));
 }

@@ -16,6 +16,7 @@
 
 namespace chorus::comm {
 
+using transport::shm::Pages;
 using transport::shm::Region;
 using transport::shm::RegionIdentity;
 
@@ -70,19 +71,23 @@ std::string describe_call(const SharedMemory::Call& c) {
   return out.str();
 }
 
+Pages pages_of(SharedPages pages) {
+  return pages == SharedPages::kOnTouch ? Pages::kOnTouch : Pages::kPopulated;
+}
+
 }  // namespace
 
-std::shared_ptr<SharedAllocation> SharedMemory::private_allocation(int rank, int size,
-                                                                   size_t bytes) {
+std::shared_ptr<SharedAllocation> SharedMemory::private_allocation(int rank, int size, size_t bytes,
+                                                                   SharedPages pages) {
   auto a = std::make_shared<SharedAllocation>();
   a->rank = rank;
   a->regions.resize(size);
-  a->regions[rank] = Region::create(bytes);
+  a->regions[rank] = Region::create(bytes, pages_of(pages));
   return a;
 }
 
-std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t bytes,
-                                                         bool may_share) {
+std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t bytes, bool may_share,
+                                                         SharedPages pages) {
   auto a = std::make_shared<SharedAllocation>();
   a->rank = ctx.rank();
   a->regions.resize(ctx.size());
@@ -90,10 +95,12 @@ std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t by
     auto control = std::make_shared<SharedAllocation>();
     control->rank = ctx.rank();
     control->regions.resize(ctx.size());
-    if (share(ctx, *control, sizeof(ControlBlock), true)) control_ = std::move(control);
+    if (share(ctx, *control, sizeof(ControlBlock), true, Pages::kPopulated)) {
+      control_ = std::move(control);
+    }
   }
-  if (!control_ || !share(ctx, *a, bytes, false)) {
-    if (a->data(a->rank) == nullptr) a->regions[a->rank] = Region::create(bytes);
+  if (!control_ || !share(ctx, *a, bytes, false, pages_of(pages))) {
+    if (a->data(a->rank) == nullptr) a->regions[a->rank] = Region::create(bytes, pages_of(pages));
     return a;  // plain memory (id 0)
   }
   std::lock_guard<std::mutex> lock(allocations_mu_);
@@ -102,9 +109,10 @@ std::shared_ptr<SharedAllocation> SharedMemory::allocate(Context& ctx, size_t by
   return a;
 }
 
-bool SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool control) {
+bool SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool control,
+                         Pages pages) {
   int p = ctx.size(), me = ctx.rank();
-  a.regions[me] = Region::create(bytes);
+  a.regions[me] = Region::create(bytes, pages);
   if (control) new (a.data(me)) ControlBlock{};
   std::vector<RegionIdentity> ids(p);
   ids[me] = a.regions[me].identity();
@@ -124,7 +132,7 @@ bool SharedMemory::share(Context& ctx, SharedAllocation& a, size_t bytes, bool c
       transport::PeerMemory* memory = ctx.link(r).peer_memory();
       if (memory == nullptr) CHORUS_THROW(IoError, ctx.link(r).describe(), " has no peer memory");
       net::Fd file(memory->open_file(ids[r].fd));
-      a.regions[r] = Region::map_peer(std::move(file), ids[r]);
+      a.regions[r] = Region::map_peer(std::move(file), ids[r], pages);
     } catch (const IoError& e) {  // AuthError included
       ok = 0;
       why = e.what();
@@ -168,7 +176,7 @@ void SharedMemory::resolve(const Call& call, int r, size_t bytes) {
       std::lock_guard<std::mutex> lock(allocations_mu_);
       if (id >= 1 && id <= allocations_.size()) a = allocations_[id - 1].lock();
     }
-    if (!a) {
+    if (!a || a->id == 0) {  // gone, or unshared
       CHORUS_THROW(IoError, "rank ", r, "'s allreduce buffer is in shared allocation ", id,
                    ", which rank ", control_->rank, " no longer has");
     }
@@ -289,5 +297,15 @@ void* SharedBuffer::data() const {
 }
 size_t SharedBuffer::size() const { return allocation_ ? allocation_->bytes() : 0; }
 bool SharedBuffer::shared() const { return allocation_ && allocation_->id != 0; }
+
+void SharedBuffer::unshare() {
+  if (!allocation_) return;
+  // locate() no longer finds it; the shared memory's handshake then takes the usual path.
+  allocation_->id = 0;
+  for (size_t r = 0; r < allocation_->regions.size(); ++r) {
+    if (static_cast<int>(r) != allocation_->rank)
+      allocation_->regions[r] = transport::shm::Region();
+  }
+}
 
 }  // namespace chorus

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "chorus/communicator.h"
+#include "chorus/shared_buffer.h"
 #include "comm/context.h"
 #include "transport/shm/shared_region.h"
 
@@ -43,9 +44,11 @@ class SharedMemory {
   // Collective: a new allocation of `bytes` (the same on every rank, else InvalidArgument
   // on every rank), mapped by every rank when `may_share` (the same on every rank) and every
   // rank could open every other's; otherwise this rank's own memory (id 0).
-  std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share);
+  std::shared_ptr<SharedAllocation> allocate(Context& ctx, size_t bytes, bool may_share,
+                                             SharedPages pages = SharedPages::kPopulated);
   // This rank's own memory of `bytes` (id 0), not collective: alloc_shared over MPI.
-  static std::shared_ptr<SharedAllocation> private_allocation(int rank, int size, size_t bytes);
+  static std::shared_ptr<SharedAllocation> private_allocation(
+      int rank, int size, size_t bytes, SharedPages pages = SharedPages::kPopulated);
 
   // Whether a shared allocation exists (on every rank alike): then allreduces may take the
   // handshake (the plan decides, allreduce_plan.h).
@@ -70,7 +73,8 @@ class SharedMemory {
   // Creates this rank's region for `a` (with a ControlBlock in it when `control`) and maps
   // every peer's (collective). False, on every rank, when some rank could not map a peer's:
   // then `a` holds only this rank's region.
-  bool share(Context& ctx, SharedAllocation& a, size_t bytes, bool control);
+  bool share(Context& ctx, SharedAllocation& a, size_t bytes, bool control,
+             transport::shm::Pages pages);
   // This rank's view of where rank r's buffers of the call posted in `slot` are.
   void resolve(const Call& slot, int r, size_t bytes);
   void reduce_part(Context& ctx, size_t count, DataType type, ReduceOp op);

@@ -9,13 +9,15 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-BucketLayout plan_buckets(const std::vector<BucketParam>& params, size_t bucket_bytes) {
+BucketLayout plan_buckets(const std::vector<BucketParam>& params, size_t bucket_bytes,
+                          size_t in_place_min_bytes) {
   BucketLayout layout;
   layout.bucket_of.assign(params.size(), -1);
   layout.offset_of.assign(params.size(), 0);
   BucketLayout::Bucket* open = nullptr;
   for (size_t k = params.size(); k-- > 0;) {
     const size_t bytes = params[k].bytes;
+    if (in_place_min_bytes > 0 && bytes >= in_place_min_bytes) continue;
     const bool fits = open != nullptr && open->dtype == params[k].dtype &&
                       align_up(open->bytes) + bytes <= bucket_bytes;
     if (!fits) {

@@ -29,15 +29,22 @@ struct BucketLayout {
     DataType dtype = DataType::kFloat32;
   };
   std::vector<Bucket> buckets;
-  std::vector<int> bucket_of;     // by parameter
+  std::vector<int> bucket_of;     // by parameter; -1: reduced in place
   std::vector<size_t> offset_of;  // by parameter: bytes from the allocation's start
   size_t total_bytes = 0;
 };
 
+// Where the shared heap puts gradients in shared memory as autograd makes them
+// (torch/shared_heap.h), parameters of this many bytes or more are reduced where their
+// gradients are: a copy into a bucket would cost more than the separate allreduce saves.
+inline constexpr size_t kInPlaceMinBytes = size_t{1} << 20;
+
 // Parameters are taken last to first (the order backward produces their gradients, so the
 // first bucket fills first) and packed into buckets of one dtype of at most `bucket_bytes`
 // each (a larger parameter gets a bucket of its own), every parameter at a 64-byte offset.
+// Parameters of `in_place_min_bytes` or more (0: none) get no bucket (bucket_of -1).
 // REQUIRES: bucket_bytes > 0.
-BucketLayout plan_buckets(const std::vector<BucketParam>& params, size_t bucket_bytes);
+BucketLayout plan_buckets(const std::vector<BucketParam>& params, size_t bucket_bytes,
+                          size_t in_place_min_bytes = 0);
 
 }  // namespace chorus::detail

@@ -16,6 +16,7 @@
 #include "chorus/torch/runtime.h"
 #include "chorus/torch/tensor_ops.h"
 #include "torch/gradient_buckets.h"
+#include "torch/shared_heap.h"
 
 namespace chorus {
 
@@ -130,7 +131,9 @@ void DistributedOptimizer::State::request_buckets() {
     params.push_back({static_cast<size_t>(slot.param.numel()) * slot.param.element_size(),
                       to_chorus_dtype(slot.param.scalar_type())});
   }
-  layout = detail::plan_buckets(params, options.bucket_bytes);
+  // Gradients born in shared memory (the default engine's heap) are reduced where they are.
+  const bool heap = options.engine == nullptr && detail::shared_heap_active();
+  layout = detail::plan_buckets(params, options.bucket_bytes, heap ? detail::kInPlaceMinBytes : 0);
   if (layout.total_bytes == 0) return;
   bucket_memory = engine->alloc_shared(options.name_prefix + "buckets", layout.total_bytes);
 }
@@ -157,6 +160,7 @@ void DistributedOptimizer::State::make_buckets() {
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& slot = slots[i];
     slot.bucket = layout.bucket_of[i];
+    if (slot.bucket < 0) continue;
     slot.view =
         tensor_in(memory, layout.offset_of[i], slot.param.sizes(), slot.param.scalar_type());
   }

@@ -6,6 +6,7 @@
 
 #include "chorus/error.h"
 #include "chorus/job.h"
+#include "torch/shared_heap.h"
 #include "util/log.h"
 #include "util/malloc_tuning.h"
 
@@ -24,6 +25,18 @@ struct Runtime {
 Runtime& runtime() {
   static Runtime* r = new Runtime;  // never destroyed: usable from static destructors
   return *r;
+}
+
+// The shared heap first: allocating it is a collective on the world, which the engine then
+// takes over.
+void start_engine(Runtime& r) {
+  detail::start_shared_heap(r.job->world());
+  try {
+    r.engine = Engine::start(r.job->world(), r.options);
+  } catch (...) {
+    detail::retire_shared_heap();
+    throw;
+  }
 }
 
 Communicator& world_or_throw() {
@@ -51,7 +64,7 @@ void init(const EngineOptions& options) {
   }
   r.options = options;
   try {
-    r.engine = Engine::start(r.job->world(), options);
+    start_engine(r);
   } catch (...) {
     r.job->disconnect();
     throw;
@@ -74,6 +87,7 @@ void shutdown() {
     // The job is going away anyway; the engine already reports the error to the ranks.
   }
   engine.reset();
+  detail::retire_shared_heap();
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.job) r.job->disconnect();
 }
@@ -121,10 +135,11 @@ void reform_world() {
     engine = std::move(r.engine);
   }
   engine.reset();
+  detail::retire_shared_heap();
   std::lock_guard<std::mutex> lock(r.mu);
   r.job->disconnect();
   r.job->reconnect();
-  r.engine = Engine::start(r.job->world(), r.options);
+  start_engine(r);
 }
 
 }  // namespace detail

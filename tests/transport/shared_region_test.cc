@@ -4,10 +4,12 @@
 // own descriptors, as a rank's links do for a peer's.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +46,57 @@ TEST(SharedRegion, APeerMapsTheCreatorsMemory) {
   EXPECT_EQ(mine.identity().fd, -1);
   theirs.data()[9999] = 'x';  // the mapping outlives the descriptor
   EXPECT_EQ(mine.data()[9999], 'x');
+}
+
+// Pages of `region` the kernel has in memory (mincore), the header page included.
+size_t resident_pages(const Region& region) {
+  const size_t page = 4096, pages = (kRegionHeaderBytes + region.data_bytes() + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  EXPECT_EQ(::mincore(region.data() - kRegionHeaderBytes, pages * page, in.data()), 0);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+TEST(SharedRegion, PagesOnTouchComeIntoMemoryOnlyWhenTouched) {
+  const size_t gib = size_t{1} << 30;
+  Region heap = Region::create(gib, Pages::kOnTouch);
+  Region theirs = Region::map_peer(reopen(heap.identity().fd), heap.identity(), Pages::kOnTouch);
+  EXPECT_EQ(resident_pages(heap), 1u);  // the header
+  heap.data()[5 * 4096] = 7;
+  heap.data()[gib - 1] = 9;
+  EXPECT_EQ(resident_pages(heap), 3u);
+  EXPECT_EQ(theirs.data()[5 * 4096], 7);
+  EXPECT_EQ(theirs.data()[gib - 1], 9);
+  Region populated = Region::create(64 * 4096);
+  EXPECT_EQ(resident_pages(populated), 65u);
+}
+
+// What a forked child writes into memory with pages on touch stays in the child: neither
+// this process nor a peer mapping the same file sees it. The child still reads what was
+// there at the fork.
+TEST(SharedRegion, AForkedChildsWritesToPagesOnTouchStayInTheChild) {
+  Region heap = Region::create(1 << 20, Pages::kOnTouch);
+  Region theirs = Region::map_peer(reopen(heap.identity().fd), heap.identity(), Pages::kOnTouch);
+  std::memcpy(heap.data(), "parent", 7);
+  std::memcpy(heap.data() + 8192, "parent", 7);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    bool saw = std::strcmp(heap.data(), "parent") == 0 && std::strcmp(theirs.data(), "parent") == 0;
+    std::memcpy(heap.data(), "child!", 7);
+    std::memcpy(theirs.data() + 8192, "child!", 7);
+    bool own = std::strcmp(heap.data(), "child!") == 0;
+    ::_exit(saw && own ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not see the memory as at the fork";
+  EXPECT_STREQ(heap.data(), "parent");
+  EXPECT_STREQ(theirs.data(), "parent");
+  EXPECT_STREQ(heap.data() + 8192, "parent");
+  EXPECT_STREQ(theirs.data() + 8192, "parent");
 }
 
 TEST(SharedRegion, AnythingOtherThanAnnouncedIsRefused) {

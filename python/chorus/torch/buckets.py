@@ -35,9 +35,12 @@ class GradientBuckets:
         self._params = list(params)
         self._op, self._prescale, self._postscale = op, prescale, postscale
         self._process_set = process_set
-        total, buckets, offset_of = _ops.plan_buckets(self._params, bucket_bytes)
+        total, buckets, offset_of = _ops.plan_buckets(self._params, bucket_bytes,
+                                                      process_set.process_set_id)
         self._name = _allocation_name(process_set)
-        self._memory = _ops.alloc_shared_async(self._name, total, process_set.process_set_id)
+        # Nothing to allocate when every gradient is reduced in place (the shared heap).
+        self._memory = (_ops.alloc_shared_async(self._name, total, process_set.process_set_id)
+                        if total else None)
         self._plan = (buckets, offset_of)
         self._views = None  # parameter -> its slice; {} once the memory is known not shared
         self._bucket_of = {}
@@ -49,7 +52,7 @@ class GradientBuckets:
     def active(self):
         """Whether gradients go to buckets: waits for the memory the first time."""
         if self._views is None:
-            memory = synchronize(self._memory)
+            memory = synchronize(self._memory) if self._memory is not None else None
             self._views = {}
             if memory is not None:
                 self._build(memory)

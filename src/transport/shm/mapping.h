@@ -3,10 +3,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "util/net.h"
 
 namespace chorus::transport::shm {
+
+// When a mapping's pages come into memory.
+enum class Pages : uint8_t {
+  // All at once, when mapped: a collective never faults them in midway.
+  kPopulated,
+  // Each on first touch: for a heap that reserves far more than it will use. Such a mapping
+  // turns private (copy-on-write) in a child the process forks, so that what the child
+  // writes never reaches this process or its peers (a DataLoader worker's writes, say);
+  // pages this process writes after the fork may still show in the child until the child
+  // writes them. (Under strict overcommit the child's mapping is read-only instead.)
+  kOnTouch,
+};
 
 // A whole-file MAP_SHARED mapping (move-only; unmapped when destroyed).
 class Mapping {
@@ -18,9 +31,8 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
 
-  // Maps `size` bytes of `fd` read-write, pages populated now (MAP_POPULATE) rather than on
-  // first touch in the middle of a collective. IoError when mmap fails.
-  static Mapping map(int fd, size_t size);
+  // Maps `size` bytes of `fd` read-write. IoError when mmap fails.
+  static Mapping map(int fd, size_t size, Pages pages = Pages::kPopulated);
 
   char* data() const { return base_; }
   size_t size() const { return size_; }
@@ -29,6 +41,7 @@ class Mapping {
  private:
   char* base_ = nullptr;
   size_t size_ = 0;
+  bool on_touch_ = false;  // registered to turn private in forked children
 };
 
 // A new anonymous memfd (no name in /dev/shm; the kernel frees it with its last mapping) of

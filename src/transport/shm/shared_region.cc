@@ -40,13 +40,13 @@ void Region::close_descriptor() {
   identity_.fd = -1;
 }
 
-Region Region::create(size_t data_bytes) {
+Region Region::create(size_t data_bytes, Pages pages) {
   CHORUS_CHECK_ARG(data_bytes > 0 && data_bytes <= kMaxRegionBytes, "shared region of ", data_bytes,
                    " bytes: must be 1 .. ", kMaxRegionBytes);
   Region r;
   size_t size = mapped_bytes(data_bytes);
   r.fd_ = create_sealed_memfd("chorus-region", size);
-  r.mapping_ = Mapping::map(r.fd_.get(), size);
+  r.mapping_ = Mapping::map(r.fd_.get(), size, pages);
   r.identity_.fd = r.fd_.get();
   r.identity_.data_bytes = data_bytes;
   random_nonce(r.identity_.nonce);
@@ -56,7 +56,7 @@ Region Region::create(size_t data_bytes) {
   return r;
 }
 
-Region Region::map_peer(net::Fd file, const RegionIdentity& expected) {
+Region Region::map_peer(net::Fd file, const RegionIdentity& expected, Pages pages) {
   if (expected.data_bytes == 0 || expected.data_bytes > kMaxRegionBytes) {
     CHORUS_THROW(AuthError, "peer announced a shared region of ", expected.data_bytes, " bytes");
   }
@@ -66,7 +66,7 @@ Region Region::map_peer(net::Fd file, const RegionIdentity& expected) {
                  " bytes)");
   }
   Region r;
-  r.mapping_ = Mapping::map(file.get(), size);
+  r.mapping_ = Mapping::map(file.get(), size, pages);
   r.identity_ = expected;
   r.identity_.fd = -1;
   const auto* h = reinterpret_cast<const RegionHeader*>(r.mapping_.data());

@@ -32,12 +32,13 @@ constexpr uint64_t kMaxRegionBytes = uint64_t{1} << 44;
 class Region {
  public:
   // Creates, sizes, seals and maps a region with `data_bytes` (1 .. kMaxRegionBytes) of
-  // zeroed data, its pages populated. Throws InvalidArgument for a bad size, IoError when
-  // memory is short.
-  static Region create(size_t data_bytes);
+  // zeroed data, its pages populated now or on first touch (mapping.h). Throws
+  // InvalidArgument for a bad size, IoError when memory is short.
+  static Region create(size_t data_bytes, Pages pages = Pages::kPopulated);
   // Maps a peer's region from `file` (opened with PeerMemory::open_file) after checking its
   // size, seals and header against `expected`. Throws AuthError when they differ.
-  static Region map_peer(net::Fd file, const RegionIdentity& expected);
+  static Region map_peer(net::Fd file, const RegionIdentity& expected,
+                         Pages pages = Pages::kPopulated);
 
   char* data() const {
     return mapping_.data() == nullptr ? nullptr : mapping_.data() + kRegionHeaderBytes;

@@ -69,6 +69,41 @@ def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
     assert uses_buckets(opt, bucket_bytes)
 
 
+def shares_memory():
+    return hvd.size() > 1 and os.environ.get("CHORUS_TRANSPORT", "auto") != "tcp"
+
+
+def test_large_gradients_are_reduced_where_autograd_put_them():
+    """With the ranks on one host, gradients of 1 MiB or more are born in shared memory
+    (the shared heap) and reduced there in place; the small ones go to a bucket."""
+    def wide(seed=0):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(5, 256), torch.nn.Tanh(),
+                                   torch.nn.Linear(256, 600), torch.nn.Tanh(),
+                                   torch.nn.Linear(600, 3)).double()
+    dist, ref = wide(), wide()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters())
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    weight = dist[2].weight  # 256 x 600 doubles: 1.2 MB
+    for step in range(4):
+        x, y = global_batch(step)
+        opt.zero_grad()
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        born = weight.grad
+        assert hvd._ops.in_shared_memory(born.data_ptr(), born.numel() * born.element_size()) == shares_memory()
+        opt.step()
+        assert weight.grad is born, "reduced where autograd put it"
+        ref_opt.zero_grad()
+        F.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
+    every = hvd.allgather(params_of(dist).view(1, -1))
+    assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
+    if shares_memory():
+        assert weight not in opt._buckets._views and dist[0].weight in opt._buckets._views
+
+
 @pytest.mark.parametrize("bucket_bytes", BUCKETS[1:])
 def test_gradients_set_to_none_or_replaced_are_reduced_all_the_same(bucket_bytes):
     dist, ref = model(), model()
