@@ -303,8 +303,9 @@ void SharedBuffer::unshare() {
   // locate() no longer finds it; the shared memory's handshake then takes the usual path.
   allocation_->id = 0;
   for (size_t r = 0; r < allocation_->regions.size(); ++r) {
-    if (static_cast<int>(r) != allocation_->rank)
+    if (static_cast<int>(r) != allocation_->rank) {
       allocation_->regions[r] = transport::shm::Region();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,7 +24,7 @@ namespace {
 constexpr size_t kGranule = 4096;
 
 struct Heap {
-  Heap(SharedBuffer m)
+  explicit Heap(SharedBuffer m)
       : memory(std::move(m)),
         base(static_cast<char*>(memory.data())),
         arena(memory.size(), kGranule) {}
@@ -42,7 +43,8 @@ struct HeapState {
   std::mutex mu;
   // The current heap last; retired ones stay while tensors live in them.
   std::vector<std::unique_ptr<Heap>> heaps;
-  c10::Allocator* before = nullptr;  // the allocator we stand in front of
+  // The allocator we stand in front of; read without the lock by allocations and frees.
+  std::atomic<c10::Allocator*> before{nullptr};
   bool forked_child = false;
 };
 
@@ -72,7 +74,7 @@ class SharedHeapAllocator final : public c10::Allocator {
         }
       }
     }
-    return s.before->allocate(n);
+    return s.before.load()->allocate(n);
   }
   // raw_allocate()'s pointers come back here; those of the allocator before go back to it.
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
@@ -102,7 +104,7 @@ void free_block(void* p) {
       return;
     }
   }
-  c10::DeleterFnPtr before = s.before->raw_deleter();
+  c10::DeleterFnPtr before = s.before.load()->raw_deleter();
   if (before != nullptr) before(p);
 }
 
@@ -146,7 +148,7 @@ void start_shared_heap(Communicator& world) {
   c10::Allocator* now = c10::GetCPUAllocator();
   if (now != &allocator()) {
     s.before = now;
-    c10::SetCPUAllocator(&allocator(), /*priority=*/0);
+    c10::SetCPUAllocator(&allocator(), 0);  // 0: the default's priority, which may be replaced
   }
   if (c10::GetCPUAllocator() != &allocator()) {  // an allocator of higher priority stays
     CHORUS_LOG(kInfo, "torch") << "shared heap unused: another CPU allocator is installed";
@@ -172,7 +174,7 @@ void retire_shared_heap() {
   }
   // Tensors in retired heaps still come back to our deleter, which stays installed for
   // them; new ones go where they went before.
-  if (c10::GetCPUAllocator() == &allocator()) c10::SetCPUAllocator(s.before, /*priority=*/0);
+  if (c10::GetCPUAllocator() == &allocator()) c10::SetCPUAllocator(s.before.load(), 0);
 }
 
 bool shared_heap_active() {
