@@ -58,8 +58,9 @@ void register_on_touch(char* base, size_t size, int fd) {
                      make_private_in_child);
   });
   int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0)
+  if (own < 0) {
     CHORUS_THROW(IoError, "dup of a shared-memory descriptor failed: ", std::strerror(errno));
+  }
   std::lock_guard<std::mutex> lock(on_touch_mu());
   on_touch_mappings().push_back({base, size, own});
 }
