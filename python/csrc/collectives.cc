@@ -247,9 +247,8 @@ py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_byt
         {static_cast<size_t>(p.numel()) * p.element_size(), to_chorus_dtype(p.scalar_type())});
   }
   // Gradients born in shared memory (the world's heap) are reduced where they are.
-  const bool heap = process_set_id == 0 && detail::shared_heap_active();
-  const detail::BucketLayout layout = detail::plan_buckets(sizes, static_cast<size_t>(bucket_bytes),
-                                                           heap ? detail::kInPlaceMinBytes : 0);
+  const detail::BucketLayout layout = detail::plan_buckets(
+      sizes, static_cast<size_t>(bucket_bytes), detail::in_place_min_bytes(process_set_id == 0));
   py::list buckets;
   for (const auto& b : layout.buckets) {
     buckets.append(py::make_tuple(b.offset, b.bytes, py::cast(b.params)));

@@ -132,8 +132,8 @@ void DistributedOptimizer::State::request_buckets() {
                       to_chorus_dtype(slot.param.scalar_type())});
   }
   // Gradients born in shared memory (the default engine's heap) are reduced where they are.
-  const bool heap = options.engine == nullptr && detail::shared_heap_active();
-  layout = detail::plan_buckets(params, options.bucket_bytes, heap ? detail::kInPlaceMinBytes : 0);
+  layout = detail::plan_buckets(params, options.bucket_bytes,
+                                detail::in_place_min_bytes(options.engine == nullptr));
   if (layout.total_bytes == 0) return;
   bucket_memory = engine->alloc_shared(options.name_prefix + "buckets", layout.total_bytes);
 }

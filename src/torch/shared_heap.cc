@@ -12,6 +12,7 @@
 
 #include "chorus/communicator.h"
 #include "chorus/error.h"
+#include "torch/gradient_buckets.h"
 #include "util/block_arena.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -181,6 +182,10 @@ bool shared_heap_active() {
   HeapState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return current_heap(s) != nullptr;
+}
+
+size_t in_place_min_bytes(bool on_world) {
+  return on_world && shared_heap_active() ? kInPlaceMinBytes : 0;
 }
 
 }  // namespace chorus::detail

@@ -32,5 +32,9 @@ void retire_shared_heap();
 // Whether new tensors of kSharedHeapMinBytes or more are born in shared memory of the
 // world's communicator (every rank alike, unless that heap is full).
 bool shared_heap_active();
+// plan_buckets' in_place_min_bytes for an optimizer that reduces on the world's
+// communicator (`on_world`): kInPlaceMinBytes while the heap is active, else 0 (every
+// parameter goes to a bucket).
+size_t in_place_min_bytes(bool on_world);
 
 }  // namespace chorus::detail

@@ -39,12 +39,31 @@ def params_of(m):
 BUCKETS = [0, 64, 4 << 20]
 
 
+def shares_memory():
+    """Whether the job's ranks share this host's memory (chorusrun's default transport)."""
+    return hvd.size() > 1 and os.environ.get("CHORUS_TRANSPORT", "auto") != "tcp"
+
+
 def uses_buckets(opt, bucket_bytes):
     """Whether the optimizer's gradients live in shared memory: they must when the job's
-    ranks share this host (chorusrun's default transport) and buckets are on."""
-    want = (bucket_bytes > 0 and hvd.size() > 1
-            and os.environ.get("CHORUS_TRANSPORT", "auto") != "tcp")
+    ranks share memory and buckets are on."""
+    want = bucket_bytes > 0 and shares_memory()
     return (opt._buckets is not None and opt._buckets.active()) == want
+
+
+def reference_step(ref, ref_opt, x, y):
+    """One step of the single process on the whole global batch."""
+    ref_opt.zero_grad()
+    F.mse_loss(ref(x), y).backward()
+    ref_opt.step()
+
+
+def assert_equals_reference(dist, ref):
+    """The distributed replica equals the single process, and every rank's replica is the
+    same to the bit."""
+    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
+    every = hvd.allgather(params_of(dist).view(1, -1))
+    assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
 
 
 @pytest.mark.parametrize("bucket_bytes", BUCKETS)
@@ -59,18 +78,10 @@ def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
         opt.zero_grad()
         F.mse_loss(dist(mine(x)), mine(y)).backward()
         opt.step()
-        ref_opt.zero_grad()
-        F.mse_loss(ref(x), y).backward()
-        ref_opt.step()
-    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
-    every = hvd.allgather(params_of(dist).view(1, -1))
-    assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
+        reference_step(ref, ref_opt, x, y)
+    assert_equals_reference(dist, ref)
     assert isinstance(opt, torch.optim.SGD)
     assert uses_buckets(opt, bucket_bytes)
-
-
-def shares_memory():
-    return hvd.size() > 1 and os.environ.get("CHORUS_TRANSPORT", "auto") != "tcp"
 
 
 def test_large_gradients_are_reduced_where_autograd_put_them():
@@ -91,15 +102,12 @@ def test_large_gradients_are_reduced_where_autograd_put_them():
         opt.zero_grad()
         F.mse_loss(dist(mine(x)), mine(y)).backward()
         born = weight.grad
-        assert hvd._ops.in_shared_memory(born.data_ptr(), born.numel() * born.element_size()) == shares_memory()
+        in_shared = hvd._ops.in_shared_memory(born.data_ptr(), born.numel() * born.element_size())
+        assert in_shared == shares_memory()
         opt.step()
         assert weight.grad is born, "reduced where autograd put it"
-        ref_opt.zero_grad()
-        F.mse_loss(ref(x), y).backward()
-        ref_opt.step()
-    assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
-    every = hvd.allgather(params_of(dist).view(1, -1))
-    assert all(torch.equal(every[0], row) for row in every), "replicas must be bit-identical"
+        reference_step(ref, ref_opt, x, y)
+    assert_equals_reference(dist, ref)
     if shares_memory():
         assert weight not in opt._buckets._views and dist[0].weight in opt._buckets._views
 
@@ -119,9 +127,7 @@ def test_gradients_set_to_none_or_replaced_are_reduced_all_the_same(bucket_bytes
                 p.grad = torch.zeros_like(p)
         F.mse_loss(dist(mine(x)), mine(y)).backward()
         opt.step()
-        ref_opt.zero_grad()
-        F.mse_loss(ref(x), y).backward()
-        ref_opt.step()
+        reference_step(ref, ref_opt, x, y)
     assert torch.allclose(params_of(dist), params_of(ref), rtol=0, atol=1e-12)
     assert uses_buckets(opt, bucket_bytes)
 
