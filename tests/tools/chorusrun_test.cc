@@ -1,4 +1,5 @@
 // Drives the real chorusrun binary with fake_worker (see fake_worker.cc for its modes).
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -7,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "run_helper.h"
@@ -197,12 +200,72 @@ TEST(Chorusrun, BadInputExitsWithCode2AndSaysWhy) {
       {{"--min-np", "1", "--host-discovery-script", "exit 3", kWorker}, "ended with exit code 3"},
       {{"--min-np", "1", "--host-discovery-script", "echo 'bad host'", kWorker},
        "malformed host entry"},
+      {{"-np", "1", "--bind-to", "socket", kWorker}, "--bind-to must be auto, core or none"},
   };
   for (const auto& [args, needle] : cases) {
     RunResult r = run(args);
     EXPECT_EQ(r.exit_code, 2) << needle << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   }
+}
+
+// The cpus each rank of `chorusrun ARGS... sh -c <print Cpus_allowed_list>` may run on,
+// with chorusrun itself limited to `cpus` by taskset.
+std::vector<std::set<int>> cpus_of_ranks(const std::vector<int>& cpus,
+                                         std::vector<std::string> args, int np) {
+  std::string list;
+  for (int c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+  RunSpec spec({"-c", list, CHORUSRUN_PATH, "-np", std::to_string(np)});
+  spec.program = "taskset";
+  spec.args.insert(spec.args.end(), args.begin(), args.end());
+  spec.args.insert(spec.args.end(), {"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
+  RunResult r = run_chorusrun(spec);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::set<int>> out(np);
+  for (int rank = 0; rank < np; ++rank) {
+    auto lines = lines_with_prefix(r.out, "[" + std::to_string(rank) + "] Cpus_allowed_list:");
+    EXPECT_EQ(lines.size(), 1u) << r.out;
+    if (lines.size() != 1) continue;
+    std::istringstream in(lines[0].substr(lines[0].find(':') + 1));
+    std::string run;
+    while (std::getline(in, run, ',')) {  // "0-2" or "5"
+      size_t dash = run.find('-');
+      int first = std::stoi(run),
+          last = dash == std::string::npos ? first : std::stoi(run.substr(dash + 1));
+      for (int c = first; c <= last; ++c) out[rank].insert(c);
+    }
+  }
+  return out;
+}
+
+TEST(Chorusrun, EachLocalWorkerGetsItsOwnShareOfTheCpus) {
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> two;
+  for (int c = 0; c < CPU_SETSIZE && two.size() < 2; ++c) {
+    if (CPU_ISSET(c, &set)) two.push_back(c);
+  }
+  if (two.size() < 2) GTEST_SKIP() << "needs two cpus";
+  const std::set<int> both(two.begin(), two.end());
+  // By default (auto): one cpu each, together both.
+  auto bound = cpus_of_ranks(two, {}, 2);
+  EXPECT_EQ(bound[0].size(), 1u);
+  EXPECT_EQ(bound[1].size(), 1u);
+  std::set<int> together(bound[0]);
+  together.insert(bound[1].begin(), bound[1].end());
+  EXPECT_EQ(together, both);
+  // One worker gets every cpu; --bind-to none and more workers than cpus leave them all.
+  EXPECT_EQ(cpus_of_ranks(two, {}, 1)[0], both);
+  for (const auto& rank : cpus_of_ranks(two, {"--bind-to", "none"}, 2)) EXPECT_EQ(rank, both);
+  for (const auto& rank : cpus_of_ranks(two, {}, 3)) EXPECT_EQ(rank, both);
+  // --bind-to core insists.
+  RunSpec insist({"-c", std::to_string(two[0]) + "," + std::to_string(two[1]), CHORUSRUN_PATH,
+                  "--bind-to", "core", "-np", "3", "/bin/true"});
+  insist.program = "taskset";
+  RunResult r = run_chorusrun(insist);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--bind-to core: 3 workers on this host but only 2 cpus"), std::string::npos)
+      << r.err;
 }
 
 TEST(Chorusrun, FourLocalRanksAllreduceOverShmAndTcp) {

@@ -63,6 +63,8 @@ void heap() {
   auto inputs = torch::arange(n * rows * 512, torch::kFloat32).mul(0.013).sin().view({-1, 512});
   auto labels = torch::arange(n * rows, torch::kInt64).remainder(3);
   for (int step = 0; step < 3; ++step) {
+    // Read before backward: its hooks may start (and finish) the allreduces before step().
+    const uint64_t shared_before = chorus::default_engine().stats().shared_memory;
     opt.zero_grad();
     auto mine = torch::nn::functional::cross_entropy(
         model->forward(inputs.slice(0, r * rows, (r + 1) * rows)),
@@ -70,7 +72,6 @@ void heap() {
     mine.backward();
     const at::Tensor weight_grad = model->parameters()[0].grad();
     EXPECT_OR_EXIT(in_heap(weight_grad));
-    const uint64_t shared_before = chorus::default_engine().stats().shared_memory;
     opt.step();
     EXPECT_OR_EXIT(model->parameters()[0].grad().data_ptr() ==
                    weight_grad.data_ptr());  // no bucket

@@ -116,7 +116,7 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-SpawnSpec local_spec(const JobPlan& plan, const EnvVars& own,
+SpawnSpec local_spec(const JobPlan& plan, const Placement& p, const EnvVars& own,
                      const std::vector<std::string>& unset) {
   EnvVars vars = own;
   for (auto& kv : exported_vars(plan.options)) vars.push_back(kv);
@@ -125,6 +125,7 @@ SpawnSpec local_spec(const JobPlan& plan, const EnvVars& own,
   spec.argv = plan.options.program;
   spec.argv[0] = plan.program;
   spec.env = inherited_env(vars, unset);
+  spec.cpus = bound_cpus(plan, p);
   return spec;
 }
 
@@ -157,6 +158,9 @@ SpawnSpec mpirun_spec(const JobPlan& plan, int restart) {
   spec.argv.insert(spec.argv.end(), {"-np", std::to_string(o.np)});
   if (!o.host_list.empty()) spec.argv.insert(spec.argv.end(), {"-H", o.host_list});
   if (!o.hostfile.empty()) spec.argv.insert(spec.argv.end(), {"--hostfile", o.hostfile});
+  // auto: mpirun's own default (cores for two ranks or fewer).
+  if (o.bind_to != BindTo::kAuto)
+    spec.argv.insert(spec.argv.end(), {"--bind-to", bind_to_name(o.bind_to)});
   EnvVars vars = {
       {"CHORUS_STORE_ADDR", net::Endpoint{plan.store_host, plan.store_port}.to_string()},
       {"CHORUS_RESTART_COUNT", std::to_string(restart)}};
@@ -191,9 +195,14 @@ int process_count(const Options& o) { return o.ps_mode ? 1 + o.ps + o.np : o.np;
 
 }  // namespace
 
+std::vector<int> bound_cpus(const JobPlan& plan, const Placement& p) {
+  if (!p.local || plan.options.mpi) return {};
+  return cpu_share(plan.cpus, p.local_rank, p.local_size, plan.options.bind_to);
+}
+
 SpawnSpec process_spec(const JobPlan& plan, const Placement& p, const EnvVars& own,
                        const std::vector<std::string>& unset) {
-  return p.local ? local_spec(plan, own, unset) : remote_spec(plan, p, own, unset);
+  return p.local ? local_spec(plan, p, own, unset) : remote_spec(plan, p, own, unset);
 }
 
 void add_relays(const JobPlan& plan, const std::string& label, const std::string& log_name,
@@ -238,6 +247,8 @@ JobPlan make_plan(const Options& options) {
                                   options.ps_mode ? "tasks" : "ranks");
   }
   for (const Placement& p : plan.placements) plan.multi_host = plan.multi_host || !p.local;
+  plan.cpus = allowed_cpus();
+  for (const Placement& p : plan.placements) bound_cpus(plan, p);  // --bind-to core fits?
   plan.program = resolve_program(options.program[0]);
   if (plan.multi_host && !options.mpi) resolve_program(split_words(options.rsh).at(0));
   if (options.mpi) resolve_program("mpirun");

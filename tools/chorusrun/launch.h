@@ -26,6 +26,7 @@ struct JobPlan {
   uint16_t store_port = 0;
   Secret secret;
   std::string secret_file;  // 0600 copy for local ranks, in a 0700 directory
+  std::vector<int> cpus;    // what local workers are bound within (binding.h)
 };
 
 // Validates everything that can be checked before starting (UsageError otherwise).
@@ -40,6 +41,10 @@ net::Endpoint store_bind_endpoint(const JobPlan& plan);
 // The job secret: CHORUS_SECRET / CHORUS_SECRET_FILE, else a fresh random one — but only for
 // single-host jobs (UsageError otherwise). Writes the local copy into `private_dir`.
 void prepare_secret(JobPlan& plan, const std::string& private_dir);
+
+// The cpus the process at `p` is bound to: its share of plan.cpus when it runs on this host
+// and chorusrun starts it itself; empty (not bound) otherwise.
+std::vector<int> bound_cpus(const JobPlan& plan, const Placement& p);
 
 // How one process on `p`'s host is started: locally, inheriting chorusrun's environment
 // without the names in `unset` (and the secret variables), or through the remote shell with

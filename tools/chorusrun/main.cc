@@ -57,6 +57,12 @@ std::vector<int> missing_ranks(Store& store, int restart, int np) {
   return missing;
 }
 
+// ", cpus 0-1" for a bound process; "" otherwise.
+std::string cpus_text(const JobPlan& plan, const Placement& p) {
+  std::vector<int> cpus = bound_cpus(plan, p);
+  return cpus.empty() ? "" : ", cpus " + cpu_list_text(cpus);
+}
+
 void show_plan(const JobPlan& plan, int restart) {
   say("attempt " + std::to_string(restart) + ": store at " +
       net::Endpoint{plan.store_host, plan.store_port}.to_string() +
@@ -66,7 +72,8 @@ void show_plan(const JobPlan& plan, int restart) {
     say("rank " + std::to_string(p.rank) + " on " + p.host +
         (p.local ? " (local)" : " (" + plan.options.rsh + ")") + " local " +
         std::to_string(p.local_rank) + "/" + std::to_string(p.local_size) + " host " +
-        std::to_string(p.cross_rank) + "/" + std::to_string(p.cross_size) + ": " + plan.program);
+        std::to_string(p.cross_rank) + "/" + std::to_string(p.cross_size) + cpus_text(plan, p) +
+        ": " + plan.program);
   }
 }
 

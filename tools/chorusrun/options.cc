@@ -58,6 +58,7 @@ const std::map<std::string, ValueSetter>& value_options() {
       {"--dashboard", [](Options& o, auto&, auto& v) { o.dashboard = v; }},
       {"--dashboard-linger",
        [](Options& o, auto& n, auto& v) { o.dashboard_linger = parse_seconds(n, v); }},
+      {"--bind-to", [](Options& o, auto&, auto& v) { o.bind_to = parse_bind_to(v); }},
       {"--min-np", [](Options& o, auto& n, auto& v) { o.min_np = parse_int(n, v); }},
       {"--max-np", [](Options& o, auto& n, auto& v) { o.max_np = parse_int(n, v); }},
       {"--host-discovery-script", [](Options& o, auto&, auto& v) { o.discovery_script = v; }},
@@ -198,6 +199,8 @@ const char* usage_text() {
          "       chorusrun --ps K -np N [...] PROGRAM [ARGS...]   (parameter-server cluster)\n"
          "  --oversubscribe        allow more ranks than slots\n"
          "  --mpi                  start the ranks with OpenMPI's mpirun\n"
+         "  --bind-to auto|core|none  give each local worker its own share of the cpus\n"
+         "                         (auto: when there is at least one cpu per worker)\n"
          "  --output-dir DIR       write DIR/rank.<r>.log instead of [r]-prefixed lines\n"
          "  --verbose, -v          show what is started where\n"
          "  --grace-seconds S      SIGTERM to SIGKILL delay when stopping ranks (5)\n"

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "binding.h"
+
 namespace chorus::run {
 
 class UsageError : public std::runtime_error {
@@ -16,10 +18,11 @@ class UsageError : public std::runtime_error {
 struct Options {
   bool show_version = false;  // --version: print it and start nothing
   int np = 0;
-  std::string host_list;       // -H a:2,b:2
-  std::string hostfile;        // --hostfile FILE
-  bool oversubscribe = false;  // allow more ranks than slots
-  bool mpi = false;            // start through OpenMPI's mpirun
+  std::string host_list;           // -H a:2,b:2
+  std::string hostfile;            // --hostfile FILE
+  bool oversubscribe = false;      // allow more ranks than slots
+  bool mpi = false;                // start through OpenMPI's mpirun
+  BindTo bind_to = BindTo::kAuto;  // --bind-to: local workers' cpus (binding.h)
   bool verbose = false;
   std::string output_dir;    // one log per rank instead of prefixed lines
   double grace_seconds = 5;  // SIGTERM -> SIGKILL

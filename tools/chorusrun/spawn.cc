@@ -1,6 +1,7 @@
 #include "spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -36,8 +37,8 @@ void make_pipe(int fds[2]) {
 // In the forked child: only async-signal-safe calls from here to exec. Signals arrive
 // blocked (see spawn()): until the handlers are reset, a signal meant for this rank would
 // run chorusrun's own handler here and be taken for one sent to chorusrun.
-[[noreturn]] void exec_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int in_fd,
-                             int out_fd, int err_fd) {
+[[noreturn]] void exec_child(const SpawnSpec& spec, char* const* argv, char* const* envp,
+                             const cpu_set_t* cpus, int in_fd, int out_fd, int err_fd) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -46,6 +47,10 @@ void make_pipe(int fds[2]) {
   ::dup2(in_fd, 0);
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
+  if (cpus && ::sched_setaffinity(0, sizeof(*cpus), cpus) != 0) {
+    const char* warn = "chorusrun: cannot bind to the cpus given; running unbound\n";
+    write_fully(2, warn, std::strlen(warn));
+  }
   ::execve(argv[0], argv, envp);
   const char* msg = "chorusrun: cannot execute ";
   write_fully(2, msg, std::strlen(msg));
@@ -113,11 +118,19 @@ Child spawn(const SpawnSpec& spec) {
   }
   auto argv = c_strings(spec.argv);
   auto envp = c_strings(spec.env);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec.cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
+  }
   sigset_t all, previous;
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &previous);
   pid_t pid = ::fork();
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), in[0], out[1], err[1]);
+  if (pid == 0) {
+    exec_child(spec, argv.data(), envp.data(), spec.cpus.empty() ? nullptr : &cpus, in[0], out[1],
+               err[1]);
+  }
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   ::setpgid(pid, pid);  // also here: no race with a signal sent right after fork

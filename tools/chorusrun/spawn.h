@@ -36,10 +36,12 @@ struct SpawnSpec {
   std::vector<std::string> env;   // complete environment, "NAME=VALUE"
   std::string stdin_data;         // remote: written first to the control pipe
   bool control_pipe = false;      // keep a pipe on the child's stdin (else /dev/null)
+  std::vector<int> cpus;          // bind the child to these cpus (empty: inherit chorusrun's)
 };
 
-// fork/exec in a new process group. Throws std::runtime_error when fork or pipe fails; an
-// exec failure shows up as exit code 127 with a message on the child's stderr.
+// fork/exec in a new process group, bound to spec.cpus (a failure to bind is reported on
+// the child's stderr and the child runs unbound). Throws std::runtime_error when fork or pipe
+// fails; an exec failure shows up as exit code 127 with a message on the child's stderr.
 Child spawn(const SpawnSpec& spec);
 
 // Absolute path of `program` (searched in PATH when it has no '/'); UsageError if it is
