@@ -57,9 +57,11 @@ training_setup() {  # build example
   export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 }
 # The global samples/s of examples/fashion_mnist ($example) on `workers` workers, one
-# thread each, after `warmup` of `steps` steps; further arguments go to the example.
+# thread each, after `warmup` of `steps` steps; further arguments go to the example, and
+# the words of $chorusrun_options (e.g. "--bind-to none") to chorusrun.
 fashion_mnist_rate() {  # workers steps warmup [example args...]
-  "$chorusrun" -np "$1" "$example" --epochs 1 --max-steps "$2" --warmup-steps "$3" \
+  # shellcheck disable=SC2086  # words, on purpose
+  "$chorusrun" ${chorusrun_options:-} -np "$1" "$example" --epochs 1 --max-steps "$2" --warmup-steps "$3" \
       --skip-test --threads 1 "${@:4}" 2>&1 |
     sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
 }
