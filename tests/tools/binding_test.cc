@@ -35,7 +35,9 @@ TEST(CpuShare, SplitsTheCpusIntoContiguousRunsThatDifferByAtMostOne) {
 TEST(CpuShare, NoneOrTooFewCpusLeaveTheWorkerUnbound) {
   EXPECT_TRUE(cpu_share({0, 1}, 0, 2, BindTo::kNone).empty());
   EXPECT_TRUE(cpu_share({0, 1}, 2, 3, BindTo::kAuto).empty());
-  EXPECT_TRUE(cpu_share({}, 0, 1, BindTo::kAuto).empty());  // affinity unknown
+  EXPECT_TRUE(cpu_share({}, 0, 1, BindTo::kAuto).empty());      // affinity unknown
+  EXPECT_TRUE(cpu_share({0, 1}, 2, 2, BindTo::kCore).empty());  // no such local rank
+  EXPECT_TRUE(cpu_share({0, 1}, -1, 2, BindTo::kCore).empty());
   try {
     cpu_share({0, 1}, 0, 3, BindTo::kCore);
     FAIL() << "3 workers bound to 2 cpus";

@@ -66,7 +66,7 @@ std::vector<int> allowed_cpus(const std::string& sysfs) {
 std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int local_size,
                            BindTo bind) {
   const int n = static_cast<int>(cpus.size());
-  if (bind == BindTo::kNone || local_size < 1 || n == 0) return {};
+  if (bind == BindTo::kNone || local_rank < 0 || local_rank >= local_size || n == 0) return {};
   if (local_size > n) {
     if (bind == BindTo::kAuto) return {};
     throw UsageError("--bind-to core: " + std::to_string(local_size) + " workers on this host " +

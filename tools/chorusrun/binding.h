@@ -3,12 +3,13 @@
 // A rank's main thread, its engine thread and the peers it waits for in every step share
 // the host's cores. Left to the scheduler, the threads of one rank wander onto the cores of
 // another (the engine thread wakes wherever a core is free) and the ranks fall out of step:
-// on a 2-core machine, 2 workers trained 4-5 % slower than when each kept to one core
+// on a 2-core machine, 2 workers trained 1-2 % slower than when each kept to one core
 // (docs/benchmarks.md). So, as OpenMPI's mpirun does for two ranks or fewer, chorusrun gives
 // each local worker a share of the cpus it may itself use: local rank i of n gets the i-th
 // of n contiguous runs, sizes differing by at most one, the hardware threads of a core kept
 // together. Threads and processes a worker starts inherit its share (OpenMP sizes its pool
-// to it). Ranks chorusrun starts through ssh or mpirun are bound by nobody, or by mpirun.
+// to it). Ranks on ssh hosts and elastic workers (which come and go) are not bound; under
+// --mpi, mpirun binds.
 #pragma once
 
 #include <string>
@@ -34,8 +35,8 @@ std::vector<int> allowed_cpus(const std::string& sysfs = "/sys/devices/system/cp
 std::vector<int> order_by_core(std::vector<int> cpus, const std::string& sysfs);
 
 // The cpus of local rank `local_rank` of `local_size`; empty when it is not bound (kNone,
-// or kAuto with more local workers than `cpus`). kCore with more workers than cpus throws
-// UsageError.
+// kAuto with more local workers than `cpus`, or a rank outside [0, local_size)). kCore with more
+// workers than cpus throws UsageError.
 std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int local_size,
                            BindTo bind);
 
