@@ -61,7 +61,7 @@ training_setup() {  # build example
 # the words of $chorusrun_options (e.g. "--bind-to none") to chorusrun.
 fashion_mnist_rate() {  # workers steps warmup [example args...]
   # shellcheck disable=SC2086  # words, on purpose
-  "$chorusrun" ${chorusrun_options:-} -np "$1" "$example" --epochs 1 --max-steps "$2" --warmup-steps "$3" \
-      --skip-test --threads 1 "${@:4}" 2>&1 |
+  "$chorusrun" ${chorusrun_options:-} -np "$1" "$example" --epochs 1 --max-steps "$2" \
+      --warmup-steps "$3" --skip-test --threads 1 "${@:4}" 2>&1 |
     sed -n 's/.*epoch 1:.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
 }

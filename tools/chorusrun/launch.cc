@@ -248,7 +248,10 @@ JobPlan make_plan(const Options& options) {
   }
   for (const Placement& p : plan.placements) plan.multi_host = plan.multi_host || !p.local;
   plan.cpus = allowed_cpus();
-  for (const Placement& p : plan.placements) bound_cpus(plan, p);  // --bind-to core fits?
+  // Before anything starts: --bind-to core on a host with more workers than cpus throws.
+  if (options.bind_to == BindTo::kCore) {
+    for (const Placement& p : plan.placements) bound_cpus(plan, p);
+  }
   plan.program = resolve_program(options.program[0]);
   if (plan.multi_host && !options.mpi) resolve_program(split_words(options.rsh).at(0));
   if (options.mpi) resolve_program("mpirun");
