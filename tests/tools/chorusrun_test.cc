@@ -209,17 +209,23 @@ TEST(Chorusrun, BadInputExitsWithCode2AndSaysWhy) {
   }
 }
 
-// The cpus each rank of `chorusrun ARGS... sh -c <print Cpus_allowed_list>` may run on,
-// with chorusrun itself limited to `cpus` by taskset.
-std::vector<std::set<int>> cpus_of_ranks(const std::vector<int>& cpus,
-                                         std::vector<std::string> args, int np) {
+// `chorusrun ARGS...` with chorusrun itself limited to `cpus` by taskset.
+RunSpec under_taskset(const std::vector<int>& cpus, const std::vector<std::string>& args) {
   std::string list;
   for (int c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
-  RunSpec spec({"-c", list, CHORUSRUN_PATH, "-np", std::to_string(np)});
+  RunSpec spec({"-c", list, CHORUSRUN_PATH});
   spec.program = "taskset";
   spec.args.insert(spec.args.end(), args.begin(), args.end());
-  spec.args.insert(spec.args.end(), {"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
-  RunResult r = run_chorusrun(spec);
+  return spec;
+}
+
+// The cpus each rank of `chorusrun -np NP ARGS... sh -c <print Cpus_allowed_list>` may run
+// on, under_taskset(cpus).
+std::vector<std::set<int>> cpus_of_ranks(const std::vector<int>& cpus,
+                                         std::vector<std::string> args, int np) {
+  args.insert(args.begin(), {"-np", std::to_string(np)});
+  args.insert(args.end(), {"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
+  RunResult r = run_chorusrun(under_taskset(cpus, args));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::set<int>> out(np);
   for (int rank = 0; rank < np; ++rank) {
@@ -259,10 +265,7 @@ TEST(Chorusrun, EachLocalWorkerGetsItsOwnShareOfTheCpus) {
   for (const auto& rank : cpus_of_ranks(two, {"--bind-to", "none"}, 2)) EXPECT_EQ(rank, both);
   for (const auto& rank : cpus_of_ranks(two, {}, 3)) EXPECT_EQ(rank, both);
   // --bind-to core insists.
-  RunSpec insist({"-c", std::to_string(two[0]) + "," + std::to_string(two[1]), CHORUSRUN_PATH,
-                  "--bind-to", "core", "-np", "3", "/bin/true"});
-  insist.program = "taskset";
-  RunResult r = run_chorusrun(insist);
+  RunResult r = run_chorusrun(under_taskset(two, {"--bind-to", "core", "-np", "3", "/bin/true"}));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--bind-to core: 3 workers on this host but only 2 cpus"), std::string::npos)
       << r.err;
