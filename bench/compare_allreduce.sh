@@ -13,11 +13,18 @@
 # then prints merged tables with the ratio chorus/peer per size (busbw ratio; at 8 B the
 # latency ratio) and the bars of issue 22 with PASS/FAIL.
 #
+# Ranks are bound to cores alike on every side: mpirun binds rank r to core r by default
+# (2 ranks), chorusrun (--launcher) binds each local worker to its own cpus, and the
+# background pairs of chorus and Gloo are started under `taskset -c r` here. Unbound
+# pairs swung by up to 5x from run to run on a 2-vCPU Intel Xeon (docs/benchmarks.md).
+#
 # usage: bench/compare_allreduce.sh [--build DIR] [--min-bytes N] [--max-bytes N] [--rounds N]
 #            [--timeout S] [--out DIR] [--launcher] [--only LIST] [-- bench args]
 #   --build DIR   where chorus-bench was built (default: build); or set CHORUS_BENCH
 #   --out DIR     keep the raw CSV and logs there (default: a temporary directory)
 #   --launcher    start chorus ranks with chorusrun instead of two background processes
+#   --no-bind     leave the background pairs (chorus, Gloo) unbound; mpirun then gets
+#                 --bind-to none and chorusrun --bind-to none
 #   --only LIST   comma-separated subset of the seven runs (e.g. mpi-vader,mpi-tcp,gloo)
 #   --rounds N    run the seven N times, interleaved; the tables show the median per size
 #   --timeout S   seconds allowed for one configuration's sweep (default 600)
@@ -32,6 +39,7 @@ min_bytes=8
 max_bytes=256M
 out=""
 launcher=0
+bind=1
 rounds=1
 run_timeout=600  # seconds for one configuration's sweep; a hung peer is killed
 only="chorus-shm,chorus-shared,chorus-tcp,mpi-vader,mpi-tcp,gloo,gloo-sync"
@@ -43,11 +51,12 @@ while [[ $# -gt 0 ]]; do
     --max-bytes) max_bytes="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --launcher) launcher=1; shift ;;
+    --no-bind) bind=0; shift ;;
     --only) only="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --timeout) run_timeout="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "compare_allreduce.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +88,14 @@ free_port() {
   echo 29500
 }
 
+# Rank r's cpu when pairs are bound (as mpirun binds rank r to core r); nothing when not
+# bound or on one cpu.
+pin() {
+  local cpus
+  cpus=$(getconf _NPROCESSORS_ONLN)
+  [[ $bind == 1 && $cpus -ge 2 ]] && echo "taskset -c $(($1 % cpus))"
+}
+
 # Two ranks as background processes, rank 0 serving the store at MASTER_ADDR:MASTER_PORT.
 # usage: run_pair NAME [VAR=VALUE...] -- chorus-bench args
 run_pair() {
@@ -96,7 +113,8 @@ run_pair() {
     for rank in 0 1; do
       env "${vars[@]}" CHORUS_RANK=$rank CHORUS_SIZE=2 CHORUS_LOCAL_RANK=$rank \
         CHORUS_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" CHORUS_SECRET="$secret" \
-        timeout -k 10 "$run_timeout" "$bench" "$@" >"$out/$name$suffix.rank$rank.log" 2>&1 &
+        timeout -k 10 "$run_timeout" $(pin $rank) "$bench" "$@" \
+        >"$out/$name$suffix.rank$rank.log" 2>&1 &
       pids+=($!)
     done
     wait "${pids[0]}" || rc=$?
@@ -116,7 +134,10 @@ run_chorus() {
   local name="$1" transport="$2"; shift 2
   local args=("${common[@]}" "$@" --label "$name" --out "$out/$name$suffix.csv")
   if [[ $launcher == 1 && -x "$chorusrun" ]]; then
-    CHORUS_TRANSPORT="$transport" timeout -k 10 "$run_timeout" "$chorusrun" -np 2 -- "$bench" "${args[@]}" \
+    local binding=()
+    [[ $bind == 1 ]] || binding=(--bind-to none)
+    CHORUS_TRANSPORT="$transport" timeout -k 10 "$run_timeout" "$chorusrun" "${binding[@]}" -np 2 \
+      -- "$bench" "${args[@]}" \
       >"$out/$name$suffix.rank0.log" 2>&1
   else
     run_pair "$name" CHORUS_TRANSPORT="$transport" -- "${args[@]}"
@@ -130,7 +151,9 @@ run_mpi() {
     echo "mpirun: not installed (openmpi-bin)" >"$out/$name$suffix.rank0.log"
     return 3
   fi
-  timeout -k 10 "$run_timeout" mpirun --allow-run-as-root --oversubscribe -np 2 "$@" \
+  local binding=()
+  [[ $bind == 1 ]] || binding=(--bind-to none)
+  timeout -k 10 "$run_timeout" mpirun --allow-run-as-root --oversubscribe "${binding[@]}" -np 2 "$@" \
     "$bench" --peer mpi "${common[@]}" --label "$name" --out "$out/$name$suffix.csv" \
     >"$out/$name$suffix.rank0.log" 2>&1
 }

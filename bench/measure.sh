@@ -46,6 +46,21 @@ two_at_once() {  # command...
   "$@" >"$a" & "$@" >"$b" & wait
   awk '{s += $1} END {print s}' "$a" "$b"; rm -f "$a" "$b"
 }
+# Runs a command on cpu 0 and, at the same time, on cpu 1 (each in a subshell bound to its
+# cpu, which what it starts inherits) and prints both numbers: what each core does alone.
+# A synchronous 2-worker job steps at the slower core's pace, so twice the smaller number
+# is its "lockstep ceiling"; the host may give the two vCPUs unequal speeds (up to 1.2x
+# apart on a 2-vCPU Intel Xeon, docs/benchmarks.md).
+each_cpu() {  # command...
+  local a b
+  a=$(mktemp); b=$(mktemp)
+  (taskset -p -c 0 $BASHPID >/dev/null && "$@") >"$a" &
+  (taskset -p -c 1 $BASHPID >/dev/null && "$@") >"$b" &
+  wait
+  echo "$(cat "$a") $(cat "$b")"; rm -f "$a" "$b"
+}
+# 2 x the smaller of two numbers over their sum: what unequal cores leave a lockstep job.
+lockstep_share() { awk -v a="$1" -v b="$2" 'BEGIN {print 2 * (a < b ? a : b) / (a + b)}'; }
 # For the training comparisons: sets $chorusrun, $example (the program at build-relative
 # path `example`) and $core_latency under `build`, and one OpenMP/BLAS thread per worker.
 # Exits when the example is not built.

@@ -2,7 +2,7 @@
 # Shared-memory allreduce against where the two cores are: each round measures the cache-line
 # round trip between cpu 0 and cpu 1 (build/bench/core_latency), then runs 2 ranks of
 # chorus-bench with heap buffers as chorus chooses (from 16 MiB: the streaming ring, through
-# memory when its probe finds the cores far apart), on the streaming ring as for near cores
+# memory when that ran faster lately: comm/placement.h), on the streaming ring as for near cores
 # (CHORUS_SHM_PLACEMENT=near) and as for far ones (=far), on the single-copy ring
 # (CHORUS_SHM_STREAMING_BYTES=0), with alloc_shared buffers (the allreduce in shared memory,
 # as training's gradient buckets) and OpenMPI's vader, and prints one line: busbw in GB/s at

@@ -68,9 +68,10 @@ struct CommunicatorOptions {
   // CHORUS_SHM_PLACEMENT (auto | near | far): where ranks on one host would stream, and
   // their cores are far apart (caches that hand lines across slowly, as a VM's vCPUs may be
   // placed, docs/algorithms.md), the streaming ring hands its bytes on through memory
-  // instead. -1 (auto): for 2 ranks measured at each such call (16 round trips over the
-  // link, a few microseconds), more count as near; 0: near; 1: far, for any number of
-  // ranks. Must be the same on every rank.
+  // instead. -1 (auto): for 2 ranks, rank 0 runs the mode that was faster in its recent
+  // such calls (each mode once first, the other again now and then) and tells rank 1 at
+  // each call; more ranks count as near. 0: near; 1: far, for any number of ranks. Must be
+  // the same on every rank.
   int shm_placement = -1;
   std::chrono::milliseconds timeout{60000};  // CHORUS_TIMEOUT_SECONDS
   // CHORUS_LOG_PLANS=1: every allreduce, allgather and reduce-scatter logs its plan (how it

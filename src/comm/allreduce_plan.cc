@@ -88,10 +88,10 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
   if (ring_family(o.allreduce_algorithm)) {
     if (streams(f, o)) {
       // Far cores hand each line the streaming ring passes across slowly; through memory it
-      // goes faster (docs/algorithms.md, "Two placements").
+      // goes faster (docs/algorithms.md, "Two placements"; comm/placement.h).
       if (f.cores_far && f.cores_far()) {
         return {AllreducePath::kRingStreamingFar,
-                "cores far apart: streaming through memory (CHORUS_SHM_PLACEMENT)"};
+                "through memory, as for cores far apart (CHORUS_SHM_PLACEMENT)"};
       }
       return {AllreducePath::kRingStreaming,
               "over shared memory from CHORUS_SHM_STREAMING_BYTES: past the cache"};

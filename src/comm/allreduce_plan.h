@@ -52,9 +52,9 @@ struct AllreduceFacts {
   // Collective, asked only when needed: every rank's send and recv lie in alloc_shared
   // memory (the shared-memory handshake, which also checks that the calls agree).
   std::function<bool()> shared_buffers;
-  // Asked only when needed (ranks about to stream): their cores are far apart
-  // (CommunicatorOptions::shm_placement; auto measures 2 ranks, collectively, and takes
-  // more as near: docs/algorithms.md).
+  // Asked only when needed (ranks about to stream): stream as for cores far apart
+  // (CommunicatorOptions::shm_placement; auto: for 2 ranks rank 0's choice from how fast
+  // each mode ran lately, collectively; more count as near: comm/placement.h).
   std::function<bool()> cores_far;
 };
 

@@ -1,5 +1,6 @@
 // The collectives: argument checks, the call's deadline and name, algorithm choice, and
 // breaking the communicator on I/O errors and timeouts.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -94,9 +95,23 @@ bool Communicator::Impl::peers_readable(comm::Context& ctx) {
   return single_copy_agreed == 1;
 }
 
+bool Communicator::Impl::learns_placement(const comm::Context& ctx) const {
+  return options.shm_placement < 0 && ctx.size() == 2;
+}
+
 bool Communicator::Impl::cores_far(comm::Context& ctx) {
   if (options.shm_placement >= 0) return options.shm_placement == 1;
-  return ctx.size() == 2 && comm::pair_round_trip_ns(ctx) >= comm::kFarRoundTripNs;
+  return learns_placement(ctx) && comm::agree_far(ctx, placement);
+}
+
+void Communicator::Impl::run_streaming(comm::Context& ctx, bool far, const void* send, void* recv,
+                                       size_t count, DataType type, ReduceOp op) {
+  auto start = std::chrono::steady_clock::now();
+  comm::allreduce_ring(ctx, send, recv, count, type, op,
+                       far ? comm::RingMode::kStreamingFar : comm::RingMode::kStreaming);
+  if (learns_placement(ctx) && ctx.rank() == 0) {
+    placement.ran(count * dtype_size(type), std::chrono::steady_clock::now() - start);
+  }
 }
 
 comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, size_t bytes,
@@ -150,9 +165,9 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
     case AllreducePath::kSharedMemory:
       return shared.run(ctx, count, type, op);
     case AllreducePath::kRingStreaming:
-      return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kStreaming);
     case AllreducePath::kRingStreamingFar:
-      return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kStreamingFar);
+      return run_streaming(ctx, plan.path == AllreducePath::kRingStreamingFar, send, recv, count,
+                           type, op);
     case AllreducePath::kRingSingleCopy:
       return comm::allreduce_ring(ctx, send, recv, count, type, op, RingMode::kSingleCopy);
     case AllreducePath::kRing:

@@ -12,6 +12,7 @@
 #include "comm/allreduce_plan.h"
 #include "comm/context.h"
 #include "comm/mpi_comm.h"
+#include "comm/placement.h"
 #include "comm/shared_memory.h"
 #include "transport/mesh.h"
 
@@ -57,10 +58,15 @@ struct Communicator::Impl {
   // Whether every rank is on this host and may read (and open) its peers' memory: agreed
   // by every rank together at the first call (comm::agree_single_copy), then cached.
   bool peers_readable(comm::Context& ctx);
-  // Ranks on this host: whether their cores are far apart, as options.shm_placement says
-  // or, for 2 ranks, as measured now (comm::pair_round_trip_ns, collective; more ranks
-  // count as near). Not cached: the host moves the cores while a job runs.
+  // Ranks on this host: whether the streaming ring runs as for cores far apart, as
+  // options.shm_placement says or, for 2 ranks, as rank 0's `placement` chooses from how
+  // fast each mode ran lately (comm::agree_far, collective; more ranks count as near).
   bool cores_far(comm::Context& ctx);
+  // Whether `placement` chooses: shm_placement `auto` and 2 ranks.
+  bool learns_placement(const comm::Context& ctx) const;
+  // The streaming ring in the mode cores_far() gave, timed for `placement` on rank 0.
+  void run_streaming(comm::Context& ctx, bool far, const void* send, void* recv, size_t count,
+                     DataType type, ReduceOp op);
   // The facts an allreduce plan of `bytes` depends on; send/recv/count/type/op feed the
   // shared-memory handshake, which the plan asks for only when it may apply.
   comm::AllreduceFacts allreduce_facts(comm::Context& ctx, size_t bytes, bool parts,
@@ -94,8 +100,9 @@ struct Communicator::Impl {
   // -1: not asked yet; 0: no; 1: every rank can. Written by the thread running collectives,
   // read by single_copy() from any thread.
   std::atomic<int> single_copy_agreed{-1};
-  comm::SharedMemory shared;   // alloc_shared's allocations and the allreduce in them
-  const char* last_plan = "";  // the plan of the last collective (a static string)
+  comm::SharedMemory shared;         // alloc_shared's allocations and the allreduce in them
+  comm::PlacementChooser placement;  // rank 0's near / far choice for the streaming ring
+  const char* last_plan = "";        // the plan of the last collective (a static string)
 };
 
 namespace comm {

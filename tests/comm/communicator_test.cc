@@ -102,7 +102,7 @@ TEST(CommunicatorPlan, LastPlanNamesWhatRan) {
     EXPECT_FALSE(comm.allreduce_reads_parts_in_place());  // tcp: parts are staged
   });
   auto near = Group::default_options();
-  near.shm_placement = 0;  // auto would measure where the host put the cores
+  near.shm_placement = 0;  // auto would run far on its second call
   Group shm(Transport::kShm, 2, near);
   shm.run([](int r, Communicator& comm) {
     std::vector<float> v((16 << 20) / 4, 1.0f);

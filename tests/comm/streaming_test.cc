@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, StreamingTest, ::testing::Values(2, 3, 4));
 std::string algorithm_named(Transport transport, size_t streaming_bytes, size_t count) {
   CommunicatorOptions o = Group::default_options();
   o.shm_streaming_bytes = streaming_bytes;
-  o.shm_placement = 0;  // measuring the placement would take the lone rank's timeout
+  o.shm_placement = 0;  // auto: the lone rank 0 would send its choice first, not time out
   o.timeout = std::chrono::milliseconds(300);
   Group group(transport, 2, o);
   std::vector<float> buf(count, 1.0f);
@@ -158,6 +158,39 @@ TEST(StreamingChoice, OnlyLargeAllreducesOverSharedMemoryStream) {
   EXPECT_EQ(algorithm_named(Transport::kShm, 8 * kMiB, big).find("streaming"), std::string::npos);
   EXPECT_EQ(algorithm_named(Transport::kShm, 0, big).find("streaming"), std::string::npos);
   EXPECT_EQ(algorithm_named(Transport::kTcp, kMiB, big).find("streaming"), std::string::npos);
+}
+
+// CHORUS_SHM_PLACEMENT=auto on 2 ranks: rank 0 chooses near or far from how fast each ran
+// (comm/placement.h) and tells rank 1 at every call, so both run the same mode in every call
+// (the plan each names); the first four calls alternate near and far, and every result is
+// exact.
+TEST(StreamingChoice, AutoPlacementRunsBothModesAndTheRanksAgreeOnEach) {
+  CommunicatorOptions o = Group::default_options();
+  o.shm_single_copy = false;
+  o.shm_streaming_bytes = kMiB;
+  o.shm_placement = -1;
+  o.allreduce_algorithm = AllreduceAlgorithm::kRing;
+  Group group(Transport::kShm, 2, o);
+  const size_t count = 2 * kMiB / 4;
+  std::vector<std::string> plans[2];
+  for (int call = 0; call < 12; ++call) {
+    std::vector<std::vector<char>> inputs(2), outputs(2);
+    group.run([&](int r, Communicator& comm) {
+      Random rng(call * 31 + r);
+      inputs[r].resize(count * 4);
+      fill_random(DataType::kFloat32, ReduceOp::kSum, inputs[r].data(), count, 2, rng);
+      outputs[r].resize(count * 4);
+      comm.allreduce(inputs[r].data(), outputs[r].data(), count, DataType::kFloat32,
+                     ReduceOp::kSum);
+      plans[r].push_back(comm.last_plan());
+    });
+    expect_reduced(DataType::kFloat32, ReduceOp::kSum, inputs, outputs[0].data(), 0, count);
+    ASSERT_EQ(outputs[0], outputs[1]) << "call " << call;
+  }
+  EXPECT_EQ(plans[0], plans[1]);
+  for (int call = 0; call < 4; ++call) {
+    EXPECT_EQ(plans[0][call], call % 2 ? "ring (streaming, far)" : "ring (streaming)") << call;
+  }
 }
 
 }  // namespace
