@@ -64,6 +64,9 @@ AllreducePlan plan_by_size(size_t bytes, int size, bool sockets) {
   if (size == 2 && sockets && bytes <= kPairExchangeMaxBytes) {
     return {AllreducePath::kRecursiveDoubling, "2 ranks over sockets, at most 1 MiB: one exchange"};
   }
+  if (size == 2 && sockets && bytes <= kPairHalvingMaxBytes) {
+    return {AllreducePath::kHalvingDoubling, "2 ranks over sockets, at most 16 MiB: two messages"};
+  }
   if (bytes <= kHalvingDoublingMaxBytes) {
     return {AllreducePath::kHalvingDoubling, "at most 4 MiB: fewer steps than the ring"};
   }

@@ -70,6 +70,10 @@ inline constexpr size_t kHalvingDoublingMaxBytes = size_t{4} << 20;
 // Two ranks over sockets exchange whole buffers (recursive doubling) up to this size: the
 // same bytes as halving-doubling in one step and in larger sends.
 inline constexpr size_t kPairExchangeMaxBytes = size_t{1} << 20;
+// Two ranks over sockets keep halving-doubling (two exchanges of halves, each one message)
+// up to this size, where the ring's pipelined units were slower: 8-16 MiB by 1.05-1.37x in
+// every trial on an Intel Xeon VM, even at 32 MiB (docs/algorithms.md).
+inline constexpr size_t kPairHalvingMaxBytes = size_t{16} << 20;
 // Where hosts are uniform, CHORUS_HIERARCHICAL_ALLREDUCE=auto runs the hierarchical
 // allreduce from this size (measured in network namespaces: docs/benchmarks.md).
 inline constexpr size_t kHierarchicalMinBytes = size_t{1} << 20;

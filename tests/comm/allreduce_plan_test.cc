@@ -81,7 +81,7 @@ TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereRanksWouldStream) {
   EXPECT_EQ(plan_allreduce(facts(big, 2, asked, /*readable=*/false, true, true), o).path,
             P::kRingStreamingFar);
   EXPECT_EQ(asked.far, 3);
-  // Any number of ranks (the communicator measures 2 only and takes more as near).
+  // Any number of ranks (the communicator chooses for 2 only and takes more as near).
   EXPECT_EQ(plan_allreduce(facts(big, 3, asked, true, true, true), o).path, P::kRingStreamingFar);
   EXPECT_EQ(plan_allreduce(facts(big, 4, asked, true, true, false), o).path, P::kRingStreaming);
   EXPECT_EQ(asked.far, 5);
@@ -89,7 +89,7 @@ TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereRanksWouldStream) {
   EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path, P::kRingSingleCopy);
   auto tcp = facts(big, 2, asked, true, true, true);
   tcp.shm_links = false;
-  EXPECT_EQ(plan_allreduce(tcp, o).path, P::kRing);
+  EXPECT_EQ(plan_allreduce(tcp, o).path, P::kHalvingDoubling);  // 2 ranks over sockets
   EXPECT_EQ(asked.far, 5);
   EXPECT_STREQ(allreduce_path_name(P::kRingStreamingFar), "ring (streaming, far)");
 }
@@ -115,8 +115,9 @@ TEST(AllreducePlan, TcpOrSeveralHostsPlanBySizeWithoutAsking) {
   EXPECT_EQ(asked.readable, 0);
 }
 
-// Two ranks over sockets exchange whole buffers up to 1 MiB; over shared memory, or with
-// more ranks, halving-doubling keeps those sizes.
+// Two ranks over sockets exchange whole buffers up to 1 MiB and halves up to 16 MiB, then
+// take the ring; over shared memory, or with more ranks, halving-doubling keeps sizes up to
+// 4 MiB.
 TEST(AllreducePlan, TwoRanksOverSocketsExchangeWholeBuffersUpTo1MiB) {
   CommunicatorOptions o;
   Asked asked;
@@ -127,8 +128,14 @@ TEST(AllreducePlan, TwoRanksOverSocketsExchangeWholeBuffersUpTo1MiB) {
   EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
   f.bytes = kPairExchangeMaxBytes + 1;
   EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
-  f.bytes = kPairExchangeMaxBytes;
+  f.bytes = kPairHalvingMaxBytes;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
+  f.bytes = kPairHalvingMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
   f.size = 4;
+  f.bytes = kHalvingDoublingMaxBytes + 1;
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRing);
+  f.bytes = kPairExchangeMaxBytes;
   EXPECT_EQ(plan_allreduce(f, o).path, P::kHalvingDoubling);
   o.shm_single_copy = false;
   EXPECT_EQ(plan_allreduce(facts(kPairExchangeMaxBytes, 2, asked), o).path, P::kHalvingDoubling);

@@ -78,10 +78,11 @@ TEST_P(Hierarchical, EveryOpMatchesTheReference) {
   }
 }
 
-// Large enough for the ring in the cross-host step (slices over 4 MiB).
+// Large enough for the ring in the cross-host step (slices over 16 MiB: 2 hosts keep
+// halving-doubling up to there).
 TEST_P(Hierarchical, LargeBuffersTakeTheRingAcrossHosts) {
   auto g = placed_group(uniform(GetParam().hosts, GetParam().per_host), 1);
-  size_t count = (size_t{9} << 20) / 4 * GetParam().per_host + 7;
+  size_t count = (size_t{17} << 20) / 4 * GetParam().per_host + 7;
   EXPECT_EQ(check_allreduce(*g, DataType::kFloat32, ReduceOp::kAverage, count, true, 7),
             "hierarchical");
 }
