@@ -69,7 +69,7 @@ struct CommunicatorOptions {
   // their cores are far apart (caches that hand lines across slowly, as a VM's vCPUs may be
   // placed, docs/algorithms.md), the streaming ring hands its bytes on through memory
   // instead. -1 (auto): for 2 ranks, rank 0 runs the mode that was faster in its recent
-  // such calls (each mode once first, the other again now and then) and tells rank 1 at
+  // such calls (each mode twice first, the other again now and then) and tells rank 1 at
   // each call; more ranks count as near. 0: near; 1: far, for any number of ranks. Must be
   // the same on every rank.
   int shm_placement = -1;
