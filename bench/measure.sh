@@ -51,8 +51,9 @@ two_at_once() {  # command...
 # A synchronous 2-worker job steps at the slower core's pace, so twice the smaller number
 # is its "lockstep ceiling"; the host may give the two vCPUs unequal speeds (up to 1.2x
 # apart on a 2-vCPU Intel Xeon, docs/benchmarks.md).
-each_cpu() {  # command...
+each_cpu() {  # command... (prints "0 0" on fewer than 2 cpus)
   local a b
+  (($(getconf _NPROCESSORS_ONLN) >= 2)) || { echo "0 0"; return; }
   a=$(mktemp); b=$(mktemp)
   (taskset -p -c 0 $BASHPID >/dev/null && "$@") >"$a" &
   (taskset -p -c 1 $BASHPID >/dev/null && "$@") >"$b" &
@@ -60,7 +61,9 @@ each_cpu() {  # command...
   echo "$(cat "$a") $(cat "$b")"; rm -f "$a" "$b"
 }
 # 2 x the smaller of two numbers over their sum: what unequal cores leave a lockstep job.
-lockstep_share() { awk -v a="$1" -v b="$2" 'BEGIN {print 2 * (a < b ? a : b) / (a + b)}'; }
+lockstep_share() {
+  awk -v a="$1" -v b="$2" 'BEGIN {print (a + b > 0 ? 2 * (a < b ? a : b) / (a + b) : 0)}'
+}
 # For the training comparisons: sets $chorusrun, $example (the program at build-relative
 # path `example`) and $core_latency under `build`, and one OpenMP/BLAS thread per worker.
 # Exits when the example is not built.

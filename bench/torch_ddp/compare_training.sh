@@ -72,7 +72,8 @@ for ((i = 1; i <= repeat; i++)); do
   measure each_cpu chorus_rate 1; read -r cpu0 cpu1 <<<"$rate"
   line+="  cores $cpu0/$cpu1 ($steal%)"
   ceiling_share+=("$(lockstep_share "$cpu0" "$cpu1")")
-  ceiling_ratio+=("$(awk -v a="${c2[-1]}" -v b="$cpu0" -v c="$cpu1" 'BEGIN {print a / (2 * (b < c ? b : c))}')")
+  ceiling_ratio+=("$(awk -v a="${c2[-1]}" -v b="$cpu0" -v c="$cpu1" \
+    'BEGIN {m = b < c ? b : c; print (m > 0 ? a / (2 * m) : 0)}')")
   ratio+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
   solo_ratio+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"
