@@ -153,7 +153,8 @@ run_mpi() {
   fi
   local binding=()
   [[ $bind == 1 ]] || binding=(--bind-to none)
-  timeout -k 10 "$run_timeout" mpirun --allow-run-as-root --oversubscribe "${binding[@]}" -np 2 "$@" \
+  timeout -k 10 "$run_timeout" mpirun --allow-run-as-root --oversubscribe "${binding[@]}" \
+    -np 2 "$@" \
     "$bench" --peer mpi "${common[@]}" --label "$name" --out "$out/$name$suffix.csv" \
     >"$out/$name$suffix.rank0.log" 2>&1
 }
