@@ -96,11 +96,13 @@ def main():
     job = (Chorus if args.backend == "chorus" else Ddp)(Net(), args.lr, args.momentum)
     order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(1))
     order = order[job.rank::job.size]
+    batches = order.shape[0] // args.batch  # whole batches per epoch; then the shard again
     start, timed = time.perf_counter(), 0
     for step in range(args.steps):
         if step == args.warmup_steps:
             start, timed = time.perf_counter(), 0
-        sel = order[step * args.batch:(step + 1) * args.batch]
+        first = (step % batches) * args.batch
+        sel = order[first:first + args.batch]
         x, y = images.index_select(0, sel), labels.index_select(0, sel)
         job.optimizer.zero_grad(set_to_none=True)  # as the C++ optimizer's zero_grad()
         logits = job.model(x)

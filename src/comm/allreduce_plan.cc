@@ -89,6 +89,12 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
             "several hosts with as many ranks each, from 1 MiB: one stream per local rank"};
   }
   if (ring_family(o.allreduce_algorithm)) {
+    // Parts the single-copy ring reads where they lie stay there at any size: staging them
+    // through one buffer to stream costs two copies, more than streaming gains (the
+    // engine's in-place groups; docs/engine.md, "Fusion").
+    if (f.parts && reads_peers(f, o)) {
+      return {AllreducePath::kRingSingleCopy, "parts where they lie, which every rank may read"};
+    }
     if (streams(f, o)) {
       // Far cores hand each line the streaming ring passes across slowly; through memory it
       // goes faster (docs/algorithms.md, "Two placements"; comm/placement.h).

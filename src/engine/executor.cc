@@ -97,12 +97,11 @@ std::vector<const Response*> Executor::take_group(const std::vector<Response>& p
   return group;
 }
 
-// A tensor of at least a quarter of the threshold already amortises a collective's fixed
-// cost about as well as a quarter-full buffer; copying it in and out would cost more
-// (two memory passes) than its own collective saves, so it runs in place.
-// A group reduced in place copies nothing, so every tensor that fits is worth grouping.
+// Copying a tensor into the buffer and out again (two memory passes) pays only while it
+// costs less than the fixed cost of the tensor's own collective; a larger one runs alone,
+// in place. A group reduced in place copies nothing, so every tensor that fits is worth it.
 bool Executor::worth_fusing(size_t bytes, bool in_place) const {
-  return in_place || bytes < options_.fusion_threshold / 4;
+  return in_place || bytes < std::min(options_.fusion_threshold / 4, kStagedAloneBytes);
 }
 
 // Without a buffer to fill, a group costs no copies and no memory, so it may be as large

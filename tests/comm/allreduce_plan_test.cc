@@ -40,7 +40,7 @@ TEST(AllreducePlan, SharedMemoryFirstWhenEveryRanksBuffersAreShared) {
   EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
   f.bytes = 64 << 20;
   f.parts = true;  // parts never go through shared memory
-  EXPECT_EQ(plan_allreduce(f, o).path, P::kRingStreaming);
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kRingSingleCopy);
   EXPECT_EQ(asked.shared, 1);
   auto heap = facts(64 << 20, 2, asked, true, /*shared=*/false);
   heap.has_shared = true;
@@ -59,6 +59,16 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
             P::kHalvingDoubling);
   EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path, P::kHalvingDoubling);
   EXPECT_EQ(asked.readable, 2);  // not asked below 1 MiB
+  // Parts stay where they lie whenever they may be read: streaming would stage them.
+  auto parts = facts(o.shm_streaming_bytes, 2, asked);
+  parts.parts = true;
+  EXPECT_EQ(plan_allreduce(parts, o).path, P::kRingSingleCopy);
+  EXPECT_EQ(asked.readable, 3);
+  EXPECT_EQ(plan_allreduce(facts(o.shm_streaming_bytes, 2, asked, false), o).path,
+            P::kRingStreaming);
+  parts = facts(o.shm_streaming_bytes, 2, asked, /*readable=*/false);
+  parts.parts = true;
+  EXPECT_EQ(plan_allreduce(parts, o).path, P::kRingStreaming);  // staged, as before
   o.shm_streaming_bytes = 0;     // off: single copy takes it
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);
   o.shm_single_copy = false;

@@ -294,6 +294,37 @@ TEST(SingleCopyChoice, StartsAtOneMiB) {
   EXPECT_EQ(buf[1][kMiB / 4 - 1], 2.0f);
 }
 
+// From the streaming size a single buffer streams, but parts the ring may read stay where
+// they lie: streaming them would first copy them into one buffer and out again.
+TEST(SingleCopyChoice, PartsPastTheStreamingSizeStayWhereTheyLie) {
+  CommunicatorOptions o = Group::default_options();
+  o.shm_streaming_bytes = 4 * kMiB;
+  Group group(Transport::kShm, 2, o);
+  const size_t n = kMiB / 2;  // three parts of 2 MiB: 6 MiB in all
+  std::vector<std::vector<float>> buf(2, std::vector<float>(3 * n));
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < 3 * n; ++i) buf[r][i] = static_cast<float>(r + i % 7);
+  }
+  std::string plans[2][2];
+  group.run([&](int r, Communicator& comm) {
+    float* b = buf[r].data();
+    comm.allreduce({{b, b, n}, {b + n, b + n, n}, {b + 2 * n, b + 2 * n, n}}, DataType::kFloat32,
+                   ReduceOp::kSum);
+    plans[r][0] = comm.last_plan();
+    std::vector<float> whole(3 * n, 1.0f);
+    comm.allreduce(whole.data(), whole.data(), 3 * n, DataType::kFloat32, ReduceOp::kSum);
+    plans[r][1] = comm.last_plan();
+    EXPECT_EQ(whole[3 * n - 1], 2.0f);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(plans[r][0], "ring (single-copy)") << "rank " << r;
+    EXPECT_EQ(plans[r][1].rfind("ring (streaming", 0), 0u) << plans[r][1];
+    for (size_t i = 0; i < 3 * n; ++i) {
+      ASSERT_EQ(buf[r][i], static_cast<float>(1 + 2 * (i % 7))) << "rank " << r << " at " << i;
+    }
+  }
+}
+
 // TCP links cannot read a peer's memory: the agreement says no on every rank.
 TEST(SingleCopyChoice, TcpLinksNeverUseIt) {
   Group group(Transport::kTcp, 3);

@@ -117,6 +117,28 @@ TEST(EngineOps, FusionOnAndOffGiveIdenticalResults) {
   }
 }
 
+// Through the fusion buffer (TCP: no single copy) only tensors under 128 KiB are copied
+// into groups; from 128 KiB a tensor's own collective is cheaper than its two copies.
+TEST(EngineOps, StagedGroupsTakeOnlyTensorsUnder128KiB) {
+  for (size_t bytes : {(size_t{128} << 10) - 4, size_t{128} << 10}) {
+    EngineGroup g(2);
+    g.run([&](int r, Engine& e) {
+      size_t n = bytes / sizeof(float);
+      std::vector<std::vector<float>> t(8, std::vector<float>(n, 1.0f + r));
+      for (unsigned step = 0; step < 4; ++step) {
+        std::vector<Handle> hs;
+        for (size_t i = 0; i < t.size(); ++i) {
+          hs.push_back(e.allreduce("s" + std::to_string(i), t[i].data(), t[i].data(),
+                                   DataType::kFloat32, {static_cast<int64_t>(n)}));
+        }
+        for (auto& h : hs) h.wait(kWait);
+        for (auto& v : t) ASSERT_EQ(v[n - 1], 3.0f * static_cast<float>(1 << step)) << bytes;
+      }
+    });
+    EXPECT_EQ(g[0].stats().fused_tensors > 0, bytes < (size_t{128} << 10)) << bytes;
+  }
+}
+
 // Over shm with single copy, a group is reduced where its tensors lie (no fusion buffer)
 // and may hold tensors of up to 128 MiB together, large ones included: the sums are exact,
 // and fusion on and off agree bit for bit for an average.
