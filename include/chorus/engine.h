@@ -74,7 +74,8 @@ struct EngineOptions {
   // the next one starts at once. Tensors that arrive meanwhile are fused together.
   std::chrono::microseconds cycle_time{1000};
   // CHORUS_FUSION_THRESHOLD (bytes, default 4 MiB; 0 disables fusion): the most bytes one
-  // fused collective carries; allreduces of at least a quarter of it run in place, unfused.
+  // fused collective carries; allreduces of 128 KiB or more (or of a quarter of it, if
+  // smaller) run in place, unfused, where copying them would cost more than it saves.
   // The fusion buffer grows to what is used, never beyond this. Why 4 MiB and not Horovod's
   // 128 MB: on CPUs the copies in and out of the buffer cost two memory passes, and
   // collectives on cache-sized buffers run faster than on huge ones (docs/engine.md).
