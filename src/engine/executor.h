@@ -41,8 +41,8 @@ class Executor {
   size_t group_limit(bool in_place) const;  // the most bytes of one group
   static constexpr size_t kInPlaceGroupBytes = size_t{128} << 20;
   // From this size a tensor runs alone rather than through the fusion buffer: copying
-  // 128 KiB in and out (tens of microseconds) costs about what a collective's fixed cost
-  // saves, over loopback TCP and across hosts alike (docs/engine.md, "Fusion").
+  // 128 KiB in and out (tens of microseconds) costs about what sharing a collective saves
+  // on loopback TCP (docs/engine.md, "Fusion"); across hosts a collective costs more.
   static constexpr size_t kStagedAloneBytes = size_t{128} << 10;
   // A group (starting with `first`) reduced by the communicator where its tensors lie
   // (Communicator::allreduce over parts) instead of through the fusion buffer.
