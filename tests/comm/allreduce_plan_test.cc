@@ -69,7 +69,8 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   parts = facts(o.shm_streaming_bytes, 2, asked, /*readable=*/false);
   parts.parts = true;
   EXPECT_EQ(plan_allreduce(parts, o).path, P::kRingStreaming);  // staged, as before
-  o.shm_streaming_bytes = 0;                                    // off: single copy takes it
+  // Streaming off: single copy takes it.
+  o.shm_streaming_bytes = 0;
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);
   o.shm_single_copy = false;
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);

@@ -120,7 +120,8 @@ TEST(EngineOps, FusionOnAndOffGiveIdenticalResults) {
 // Through the fusion buffer (TCP: no single copy) only tensors under 128 KiB are copied
 // into groups; from 128 KiB a tensor's own collective is cheaper than its two copies.
 TEST(EngineOps, StagedGroupsTakeOnlyTensorsUnder128KiB) {
-  for (size_t bytes : {(size_t{128} << 10) - 4, size_t{128} << 10}) {
+  constexpr size_t kCut = size_t{128} << 10;
+  for (size_t bytes : {kCut - 4, kCut}) {
     EngineGroup g(2);
     g.run([&](int r, Engine& e) {
       size_t n = bytes / sizeof(float);
@@ -135,7 +136,7 @@ TEST(EngineOps, StagedGroupsTakeOnlyTensorsUnder128KiB) {
         for (auto& v : t) ASSERT_EQ(v[n - 1], 3.0f * static_cast<float>(1 << step)) << bytes;
       }
     });
-    EXPECT_EQ(g[0].stats().fused_tensors > 0, bytes < (size_t{128} << 10)) << bytes;
+    EXPECT_EQ(g[0].stats().fused_tensors > 0, bytes < kCut) << bytes;
   }
 }
 
