@@ -24,6 +24,7 @@ const char kUsage[] =
     "  --warmup N    untimed runs per size          (10 below 1 MiB, 5 below 32 MiB, 2)\n"
     "  --batch N     back-to-back ops per sample    (10 up to 64 KiB, 1 above)\n"
     "  --offset N    heap buffers start N bytes into a page (0; libtorch's: 64)\n"
+    "  --in-place    allreduce: the output buffer is the input (as for gradients)\n"
     "  --algo NAME   chorus allreduce algorithm: auto|ring|halving_doubling|\n"
     "                recursive_doubling (default: CHORUS_ALLREDUCE_ALGO or auto)\n"
     "  --shared-buffers  chorus: send/recv buffers from Communicator::alloc_shared\n"
@@ -111,6 +112,8 @@ Args parse_args(int argc, char** argv) {
       args.sweep.csv = true;
     } else if (arg == "--no-check") {
       args.sweep.check = false;
+    } else if (arg == "--in-place") {
+      args.sweep.in_place = true;
     } else if (arg == "--shared-buffers") {
       args.chorus.shared_buffers = true;
     } else {

@@ -48,7 +48,7 @@ class MpiBackend : public Backend {
     int c = as_int(count);
     switch (op) {
       case Op::kAllreduce:
-        MPI_Allreduce(send, recv, c, t, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, c, t, MPI_SUM, MPI_COMM_WORLD);
         break;
       case Op::kAllgather:
         MPI_Allgather(send, c, t, recv, c, t, MPI_COMM_WORLD);

@@ -63,10 +63,18 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// What an op reads: recv itself when in place (allreduce only).
+const void* input(Op op, Buffer& send, Buffer& recv, bool in_place) {
+  return in_place && op == Op::kAllreduce ? recv.get() : send.get();
+}
+
 // One verified run; true when every rank got the expected result.
-bool verify(Backend& backend, Op op, Buffer& send, Buffer& recv, size_t count, DataType type) {
+bool verify(Backend& backend, Op op, Buffer& send, Buffer& recv, size_t count, DataType type,
+            bool in_place) {
   fill_inputs(op, send.get(), recv.get(), count, type, backend.rank(), backend.size());
-  backend.run(op, send.get(), recv.get(), count, type);
+  const void* in = input(op, send, recv, in_place);
+  if (in != send.get()) std::memcpy(recv.get(), send.get(), count * dtype_size(type));
+  backend.run(op, in, recv.get(), count, type);
   std::string error = check_result(op, recv.get(), count, type, backend.rank(), backend.size());
   if (!error.empty()) std::cerr << "chorus-bench: FAIL: " << error << std::endl;
   std::vector<double> failed = {error.empty() ? 0.0 : 1.0};
@@ -75,14 +83,14 @@ bool verify(Backend& backend, Op op, Buffer& send, Buffer& recv, size_t count, D
 }
 
 // Median over samples of the slowest rank's time per op, in microseconds.
-double time_op(Backend& backend, Op op, Buffer& send, Buffer& recv, size_t count, DataType type,
+double time_op(Backend& backend, Op op, const void* send, Buffer& recv, size_t count, DataType type,
                int iters, int warmup, int batch) {
-  for (int i = 0; i < warmup; ++i) backend.run(op, send.get(), recv.get(), count, type);
+  for (int i = 0; i < warmup; ++i) backend.run(op, send, recv.get(), count, type);
   std::vector<double> samples(iters);
   for (int s = 0; s < iters; ++s) {
     backend.barrier();
     auto start = std::chrono::steady_clock::now();
-    for (int b = 0; b < batch; ++b) backend.run(op, send.get(), recv.get(), count, type);
+    for (int b = 0; b < batch; ++b) backend.run(op, send, recv.get(), count, type);
     std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     samples[s] = took.count() / batch;
   }
@@ -131,12 +139,13 @@ bool sweep_op(Backend& backend, const SweepOptions& options, Op op, std::ostream
     size_t count = count_for(op, bytes, type, n);
     if (count == 0) continue;  // fewer bytes than one element per rank
     SweepRow row{op, bytes_for(op, count, type, n), 0, 0, 0, true, 0};
-    row.ok = !options.check || verify(backend, op, send, recv, count, type);
+    row.ok = !options.check || verify(backend, op, send, recv, count, type, options.in_place);
     all_ok = all_ok && row.ok;
     row.iters = options.iters > 0 ? options.iters : default_iters(row.bytes);
     int warmup = options.warmup >= 0 ? options.warmup : default_warmup(row.bytes);
     int batch = options.batch > 0 ? options.batch : default_batch(row.bytes);
-    row.time_us = time_op(backend, op, send, recv, count, type, row.iters, warmup, batch);
+    row.time_us = time_op(backend, op, input(op, send, recv, options.in_place), recv, count, type,
+                          row.iters, warmup, batch);
     row.algbw_gbps = row.bytes / row.time_us / 1e3;
     row.busbw_gbps = row.algbw_gbps * bus_factor(op, n);
     if (backend.rank() == 0) print_row(backend, options, row, out);

@@ -33,6 +33,7 @@ struct SweepOptions {
   int warmup = -1;    // untimed runs per size; -1: 10 below 1 MiB, 5 below 32 MiB, else 2
   int batch = 0;      // ops per sample; 0: 10 up to 64 KiB, else 1
   size_t offset = 0;  // heap buffers start this many bytes into a page (libtorch's: 64)
+  bool in_place = false;  // allreduce: send is recv (as a gradient is reduced)
   bool check = true;
   bool csv = false;
   std::string label;  // printed in the header / csv "backend" column; empty: backend name

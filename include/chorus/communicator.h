@@ -55,15 +55,17 @@ struct CommunicatorOptions {
   // CHORUS_TCP_CONGESTION: "auto" (cubic, else reno, else the system's), "system", or
   // algorithm names to try in order ("reno,cubic"), one of which the kernel must accept.
   std::string tcp_congestion = "auto";
-  // CHORUS_SHM_SINGLE_COPY (1|0): when every rank is on one host, ring collectives of
-  // 1 MiB and more copy straight out of the neighbour's buffers (process_vm_readv) instead
-  // of through the shared-memory rings, if every rank may read its peers' memory (probed
-  // once; otherwise, silently, the rings). Must be the same on every rank.
+  // CHORUS_SHM_SINGLE_COPY (1|0): when every rank is on one host, collectives of 1 MiB and
+  // more copy straight between the ranks' buffers (process_vm_readv / process_vm_writev:
+  // the direct allreduce, the single-copy ring) instead of through the shared-memory
+  // rings, if every rank may read its peers' memory (probed once; otherwise, silently, the
+  // rings). Must be the same on every rank.
   bool shm_single_copy = true;
   // CHORUS_SHM_STREAMING_BYTES: when every rank is on one host (shared memory), allreduces
   // of at least this many bytes run the ring through the shared-memory rings a small unit
   // at a time and write results with streaming stores, past the cache (docs/algorithms.md),
-  // instead of the single-copy ring; 0: never. Must be the same on every rank.
+  // when out of place (in place, the direct allreduce is faster where ranks may read each
+  // other); 0: never. Must be the same on every rank.
   size_t shm_streaming_bytes = size_t{16} << 20;
   // CHORUS_SHM_PLACEMENT (auto | near | far): where ranks on one host would stream, and
   // their cores are far apart (caches that hand lines across slowly, as a VM's vCPUs may be
@@ -183,7 +185,7 @@ class Communicator {
   // also while collectives run: the engine asks it when an op is enqueued.
   bool in_shared_memory(const void* p, size_t bytes) const;
   // The plan the last allreduce, allgather or reduce-scatter ran: "shared memory",
-  // "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling", "recursive
+  // "direct (single-copy)", "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling", "recursive
   // doubling" (docs/algorithms.md); "" before any. For the thread that runs the collectives.
   const char* last_plan() const;
 

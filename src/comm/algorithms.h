@@ -23,6 +23,14 @@ void allreduce_ring(Context& ctx, const void* send, void* recv, size_t count, Da
 // REQUIRES: as kSingleCopy above.
 void allreduce_ring_parts(Context& ctx, const std::vector<BufferPart>& parts, size_t count,
                           DataType type, ReduceOp op);
+// The direct single-copy allreduce (direct_single_copy.cc) over parts, as over their
+// concatenation of `count` elements (a single buffer is one part): rank r reduces part r of
+// it from every rank's memory into every rank's. REQUIRES: every rank on this host and
+// agreed it may read (so write) its peers' memory (agree_single_copy).
+void allreduce_direct(Context& ctx, const std::vector<BufferPart>& parts, size_t count,
+                      DataType type, ReduceOp op);
+// Collective: whether every rank's `send` is its `recv` (one small allreduce).
+bool every_rank_in_place(Context& ctx, const void* send, const void* recv);
 void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                 DataType type, ReduceOp op);
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,

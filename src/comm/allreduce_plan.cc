@@ -38,6 +38,8 @@ const char* allreduce_path_name(AllreducePath path) {
       return "local";
     case AllreducePath::kSharedMemory:
       return "shared memory";
+    case AllreducePath::kDirectSingleCopy:
+      return "direct (single-copy)";
     case AllreducePath::kRingStreaming:
       return "ring (streaming)";
     case AllreducePath::kRingStreamingFar:
@@ -87,6 +89,15 @@ AllreducePlan plan_allreduce(const AllreduceFacts& f, const CommunicatorOptions&
       o.allreduce_algorithm == AllreduceAlgorithm::kAuto && f.bytes >= kHierarchicalMinBytes) {
     return {AllreducePath::kHierarchical,
             "several hosts with as many ranks each, from 1 MiB: one stream per local rank"};
+  }
+  // Where ranks may read and write each other's memory, reducing each part once straight
+  // from and into every rank's buffers moves the fewest bytes and never waits mid-call;
+  // only a large call out of place streams faster, its outputs written past the cache
+  // (docs/algorithms.md, "Direct").
+  if (o.allreduce_algorithm == AllreduceAlgorithm::kAuto && reads_peers(f, o) &&
+      (f.parts || !streams(f, o) || (f.in_place && f.in_place()))) {
+    return {AllreducePath::kDirectSingleCopy,
+            "from 1 MiB where every rank may read and write its peers' memory"};
   }
   if (ring_family(o.allreduce_algorithm)) {
     // Parts the single-copy ring reads where they lie stay there at any size: staging them

@@ -19,6 +19,7 @@ namespace chorus::comm {
 enum class AllreducePath : uint8_t {
   kLocal,              // one rank: a copy
   kSharedMemory,       // every rank's buffers in alloc_shared memory: reduced there, no link
+  kDirectSingleCopy,   // each rank reduces its part from every rank's memory into every rank's
   kRingStreaming,      // the byte-stream ring, chunk-major, results written past the cache
   kRingStreamingFar,   // the same on cores far apart: the rings' bytes pass through memory
   kRingSingleCopy,     // the ring that reads peers' memory (PeerMemory), parts in place
@@ -28,7 +29,7 @@ enum class AllreducePath : uint8_t {
   kHierarchical,       // within hosts, then across, then within (parts: staged)
 };
 
-// "local", "shared memory", "ring (streaming)", "ring (streaming, far)", "ring (single-copy)",
+// "local", "shared memory", "direct (single-copy)", "ring (streaming)", "ring (streaming, far)", "ring (single-copy)",
 // "ring", "halving-doubling", "recursive doubling", "hierarchical".
 const char* allreduce_path_name(AllreducePath path);
 
@@ -56,6 +57,8 @@ struct AllreduceFacts {
   // (CommunicatorOptions::shm_placement; auto: for 2 ranks rank 0's choice from how fast
   // each mode ran lately, collectively; more count as near: comm/placement.h).
   std::function<bool()> cores_far;
+  // Collective, asked only when needed: every rank's send is its recv (in place).
+  std::function<bool()> in_place;
 };
 
 // The smallest allreduce worth the shared-memory handshake (about a microsecond): smaller

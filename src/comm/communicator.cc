@@ -129,6 +129,7 @@ comm::AllreduceFacts Communicator::Impl::allreduce_facts(comm::Context& ctx, siz
   f.peers_readable = [this, &ctx] { return peers_readable(ctx); };
   f.shared_buffers = [=, &ctx] { return shared.handshake(ctx, send, recv, count, type, op); };
   f.cores_far = [this, &ctx] { return cores_far(ctx); };
+  if (!parts) f.in_place = [=, &ctx] { return comm::every_rank_in_place(ctx, send, recv); };
   return f;
 }
 
@@ -164,6 +165,8 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
       return;
     case AllreducePath::kSharedMemory:
       return shared.run(ctx, count, type, op);
+    case AllreducePath::kDirectSingleCopy:
+      return comm::allreduce_direct(ctx, {BufferPart{send, recv, count}}, count, type, op);
     case AllreducePath::kRingStreaming:
     case AllreducePath::kRingStreamingFar:
       return run_streaming(ctx, plan.path == AllreducePath::kRingStreamingFar, send, recv, count,
@@ -250,7 +253,8 @@ bool Communicator::allreduce_reads_parts_in_place() {
                                                    nullptr, 0, DataType::kUInt8, ReduceOp::kSum);
                plan = comm::plan_allreduce(facts, impl_->options);
              });
-  return plan.path == comm::AllreducePath::kRingSingleCopy;
+  return plan.path == comm::AllreducePath::kDirectSingleCopy ||
+         plan.path == comm::AllreducePath::kRingSingleCopy;
 }
 uint64_t Communicator::shared_memory_allreduces() const { return impl_->shared.completed(); }
 bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
@@ -320,6 +324,9 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
   impl_->run(info, [&](comm::Context& ctx) {
     auto facts = impl_->allreduce_facts(ctx, total * es, true, nullptr, nullptr, total, type, op);
     comm::AllreducePlan plan = impl_->plan(ctx, info, facts);
+    if (plan.path == comm::AllreducePath::kDirectSingleCopy) {
+      return comm::allreduce_direct(ctx, parts, total, type, op);
+    }
     if (plan.path == comm::AllreducePath::kRingSingleCopy) {
       return comm::allreduce_ring_parts(ctx, parts, total, type, op);
     }

@@ -80,13 +80,21 @@ const char* Progress::peek_recv(Transfer& t, size_t* available) {
 }
 
 void Progress::read_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
+  copy_peer_memory(link, pieces, n, false);
+}
+
+void Progress::write_peer_memory(Link& link, const PeerCopy* pieces, size_t n) {
+  copy_peer_memory(link, pieces, n, true);
+}
+
+void Progress::copy_peer_memory(Link& link, const PeerCopy* pieces, size_t n, bool write) {
   naming_errors([&] {
     PeerMemory* memory = link.peer_memory();
     if (memory == nullptr) {
-      CHORUS_THROW(IoError, "reading the peer's memory over ", link.describe(),
-                   ": this link cannot");
+      CHORUS_THROW(IoError, write ? "writing" : "reading", " the peer's memory over ",
+                   link.describe(), ": this link cannot");
     }
-    memory->read(pieces, n);
+    write ? memory->write(pieces, n) : memory->read(pieces, n);
   });
 }
 

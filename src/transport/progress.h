@@ -79,9 +79,10 @@ class Progress {
   char* reserve_send(Transfer& t, size_t* available);
   void commit_send(Transfer& t, size_t n);
 
-  // The link's PeerMemory::read with the same error reporting as poll(); IoError when the
-  // link has no peer memory.
+  // The link's PeerMemory::read / write with the same error reporting as poll(); IoError
+  // when the link has no peer memory.
   void read_peer_memory(Link& link, const PeerCopy* pieces, size_t n);
+  void write_peer_memory(Link& link, const PeerCopy* pieces, size_t n);
 
   // Called when poll() moved nothing: waits for a chance of progress, following the
   // backoff above. Throws TimeoutError when the deadline has passed.
@@ -116,6 +117,7 @@ class Progress {
   void wait_fds(Transfer* transfers, size_t n);
   void check_alive(Transfer* transfers, size_t n);
   bool block_on_link(Transfer* transfers, size_t n, Clock::time_point now);
+  void copy_peer_memory(Link& link, const PeerCopy* pieces, size_t n, bool write);
   [[noreturn]] void throw_timeout(Transfer* transfers, size_t n) const;
 
   Deadline deadline_;

@@ -40,7 +40,7 @@ TEST(AllreducePlan, SharedMemoryFirstWhenEveryRanksBuffersAreShared) {
   EXPECT_EQ(plan_allreduce(f, o).path, P::kRecursiveDoubling);
   f.bytes = 64 << 20;
   f.parts = true;  // parts never go through shared memory
-  EXPECT_EQ(plan_allreduce(f, o).path, P::kRingSingleCopy);
+  EXPECT_EQ(plan_allreduce(f, o).path, P::kDirectSingleCopy);
   EXPECT_EQ(asked.shared, 1);
   auto heap = facts(64 << 20, 2, asked, true, /*shared=*/false);
   heap.has_shared = true;
@@ -48,16 +48,18 @@ TEST(AllreducePlan, SharedMemoryFirstWhenEveryRanksBuffersAreShared) {
   EXPECT_EQ(asked.shared, 2);
 }
 
+// Asked for the ring: the streaming ring from the streaming size, the single-copy ring
+// from 1 MiB.
 TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   CommunicatorOptions o;
+  o.allreduce_algorithm = AllreduceAlgorithm::kRing;
   Asked asked;
   EXPECT_EQ(plan_allreduce(facts(o.shm_streaming_bytes, 2, asked), o).path, P::kRingStreaming);
   EXPECT_EQ(asked.readable, 0);
   EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked), o).path, P::kRingSingleCopy);
   EXPECT_EQ(asked.readable, 1);
-  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked, false), o).path,
-            P::kHalvingDoubling);
-  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path, P::kHalvingDoubling);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes, 2, asked, false), o).path, P::kRing);
+  EXPECT_EQ(plan_allreduce(facts(kSingleCopyMinBytes - 1, 2, asked), o).path, P::kRing);
   EXPECT_EQ(asked.readable, 2);  // not asked below 1 MiB
   // Parts stay where they lie whenever they may be read: streaming would stage them.
   auto parts = facts(o.shm_streaming_bytes, 2, asked);
@@ -74,6 +76,43 @@ TEST(AllreducePlan, StreamingThenSingleCopyOverSharedMemory) {
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRingSingleCopy);
   o.shm_single_copy = false;
   EXPECT_EQ(plan_allreduce(facts(64 << 20, 2, asked), o).path, P::kRing);
+}
+
+// By default, where every rank may read (and so write) its peers' memory, from 1 MiB: the
+// direct allreduce for parts and below the streaming size; from the streaming size only in
+// place, which is asked only there (out of place, streaming writes its outputs faster).
+TEST(AllreducePlan, DirectWhereRanksMayReadAndWriteEachOther) {
+  CommunicatorOptions o;
+  Asked asked;
+  int asked_in_place = 0;
+  auto with = [&](size_t bytes, bool in_place, bool readable = true) {
+    AllreduceFacts f = facts(bytes, 3, asked, readable, false);
+    f.in_place = [&asked_in_place, in_place] { return ++asked_in_place, in_place; };
+    return plan_allreduce(f, o).path;
+  };
+  EXPECT_EQ(with(kSingleCopyMinBytes - 1, true), P::kRing);  // 3 ranks, below 1 MiB
+  EXPECT_EQ(asked.readable, 0);
+  EXPECT_EQ(with(kSingleCopyMinBytes, false), P::kDirectSingleCopy);
+  EXPECT_EQ(with(o.shm_streaming_bytes - 1, false), P::kDirectSingleCopy);
+  EXPECT_EQ(asked_in_place, 0);
+  EXPECT_EQ(with(o.shm_streaming_bytes, true), P::kDirectSingleCopy);
+  EXPECT_EQ(with(o.shm_streaming_bytes, false), P::kRingStreaming);
+  EXPECT_EQ(asked_in_place, 2);
+  EXPECT_EQ(with(o.shm_streaming_bytes, true, /*readable=*/false), P::kRingStreaming);
+  EXPECT_EQ(asked_in_place, 2);  // nothing to ask where the peers cannot be read
+  auto parts = facts(o.shm_streaming_bytes, 2, asked);
+  parts.parts = true;
+  EXPECT_EQ(plan_allreduce(parts, o).path, P::kDirectSingleCopy);
+  // Not where single copy is off, nor over sockets, nor when another algorithm is asked for.
+  o.shm_single_copy = false;
+  EXPECT_EQ(with(4 << 20, true), P::kRing);
+  o.shm_single_copy = true;
+  AllreduceFacts tcp = facts(4 << 20, 2, asked);
+  tcp.shm_links = false;
+  EXPECT_EQ(plan_allreduce(tcp, o).path, P::kHalvingDoubling);
+  o.allreduce_algorithm = AllreduceAlgorithm::kHalvingDoubling;
+  EXPECT_EQ(with(4 << 20, true), P::kHalvingDoubling);
+  EXPECT_STREQ(allreduce_path_name(P::kDirectSingleCopy), "direct (single-copy)");
 }
 
 // Ranks whose cores are far apart stream through memory rather than hand every line across
@@ -97,7 +136,8 @@ TEST(AllreducePlan, FarCoresStreamThroughMemoryWhereRanksWouldStream) {
   EXPECT_EQ(plan_allreduce(facts(big, 4, asked, true, true, false), o).path, P::kRingStreaming);
   EXPECT_EQ(asked.far, 5);
   // Not asked: below the streaming size, TCP.
-  EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path, P::kRingSingleCopy);
+  EXPECT_EQ(plan_allreduce(facts(big - 1, 2, asked, true, true, true), o).path,
+            P::kDirectSingleCopy);
   auto tcp = facts(big, 2, asked, true, true, true);
   tcp.shm_links = false;
   EXPECT_EQ(plan_allreduce(tcp, o).path, P::kHalvingDoubling);  // 2 ranks over sockets

@@ -4,8 +4,9 @@
 // allreduce must throw a typed error within a bound. Nothing may be left behind: no child
 // process, no new entry in /dev/shm. Over shm, 4 MiB is the single-copy ring (ranks read
 // each other's buffers) wherever the kernel lets these processes read each other, with
-// shm_streaming the streaming ring (with shm_streaming_far as on cores far apart), and with
-// shm_shared the allreduce in shared memory (Communicator::alloc_shared).
+// shm_direct the direct single-copy allreduce (they also write them), with shm_streaming
+// the streaming ring (with shm_streaming_far as on cores far apart), and with shm_shared
+// the allreduce in shared memory (Communicator::alloc_shared).
 #include <sys/uio.h>
 
 #include <stdexcept>
@@ -79,6 +80,12 @@ class CommFault : public ForkedRanks {
         std::runtime_error e(comm.single_copy() ? "single copy in use, but the kernel refuses"
                                                 : "single copy not in use, though the kernel "
                                                   "lets ranks read each other's memory");
+        return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
+      }
+      if (rounds == 0 && std::strcmp(GetParam(), "shm_direct") == 0 &&
+          std::strcmp(comm.last_plan(),
+                      may_read_parent_memory() ? "direct (single-copy)" : "ring") != 0) {
+        std::runtime_error e(std::string("ran ") + comm.last_plan() + ", not what the plan says");
         return make_record(Record::kWrongResult, comm.rank(), rounds, &e);
       }
       if (rounds == 0 && streaming_plan() != nullptr &&
@@ -160,8 +167,8 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CommFault,
-                         ::testing::Values("tcp", "shm", "shm_streaming", "shm_streaming_far",
-                                           "shm_shared"),
+                         ::testing::Values("tcp", "shm", "shm_direct", "shm_streaming",
+                                           "shm_streaming_far", "shm_shared"),
                          transport_name);
 
 }  // namespace

@@ -289,6 +289,7 @@ class MaybeNoOpenLink : public transport::Link, public transport::PeerMemory {
   transport::PeerMemory* peer_memory() override { return this; }
   bool probe() override { return memory_.probe(); }
   void read(const transport::PeerCopy* p, size_t n) override { memory_.read(p, n); }
+  void write(const transport::PeerCopy* p, size_t n) override { memory_.write(p, n); }
   int open_file(int fd) override {
     if (refuse_) CHORUS_THROW(IoError, "opening descriptor ", fd, ": no /proc here (test)");
     return memory_.open_file(fd);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm_harness.h"
+#include "parts.h"
 #include "values.h"
 
 namespace chorus::comm::testing {
@@ -86,22 +87,10 @@ class SingleCopyTest : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(SingleCopyTest, AllreduceIsBitForBitTheStream) {
-  struct Case {
-    DataType type;
-    ReduceOp op;
-    size_t bytes;  // rounded down to whole elements, plus one odd element
-  };
-  // 5 MiB + 1 element: more than one 1 MiB unit per segment, and uneven segments.
-  const Case cases[] = {{DataType::kFloat32, ReduceOp::kSum, 5 * kMiB},
-                        {DataType::kFloat32, ReduceOp::kAverage, kMiB},
-                        {DataType::kFloat64, ReduceOp::kMax, 3 * kMiB},
-                        {DataType::kInt32, ReduceOp::kAverage, 2 * kMiB},
-                        {DataType::kUInt8, ReduceOp::kSum, kMiB},
-                        {DataType::kFloat16, ReduceOp::kSum, 2 * kMiB},
-                        {DataType::kBFloat16, ReduceOp::kMin, kMiB},
-                        {DataType::kInt64, ReduceOp::kProduct, kMiB}};
+  // Plus one element: 5 MiB + 1 element is more than one 1 MiB unit per segment, and
+  // uneven segments.
   uint64_t seed = 1;
-  for (const Case& c : cases) {
+  for (const ReduceCase& c : mixed_reduce_cases()) {
     for (bool in_place : {false, true}) {
       size_t count = c.bytes / dtype_size(c.type) + 1;
       SCOPED_TRACE(std::string(dtype_name(c.type)) + " " + reduce_op_name(c.op) + " count " +
@@ -166,9 +155,8 @@ TEST_P(SingleCopyTest, AllgathervAndReduceScatterAreBitForBitTheStream) {
 // where the parts lie (single copy) and staged through one buffer (not). Parts of every
 // size including none, some in place; one part has an odd element count.
 TEST_P(SingleCopyTest, PartsAreTheConcatenationBitForBit) {
-  const size_t counts[] = {300, 0, 1 << 18, 5, 0, 700001, 1, 1 << 17, 64};
   size_t total = 0;
-  for (size_t c : counts) total += c;
+  for (size_t c : mixed_part_counts()) total += c;
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
     SCOPED_TRACE(reduce_op_name(op));
     auto inputs = random_inputs(DataType::kFloat32, op, total, 21 + static_cast<int>(op));
@@ -179,27 +167,7 @@ TEST_P(SingleCopyTest, PartsAreTheConcatenationBitForBit) {
     });
     for (Group* group : {on_.get(), off_.get()}) {
       SCOPED_TRACE(group == on_.get() ? "single copy" : "staged");
-      std::vector<std::vector<char>> in = inputs, out(p(), std::vector<char>(total * 4, 0x5a));
-      group->run([&](int r, Communicator& comm) {
-        std::vector<BufferPart> parts;
-        size_t at = 0, i = 0;
-        for (size_t c : counts) {
-          bool in_place = (i++ % 3) == 0;
-          char* recv = (in_place ? in[r].data() : out[r].data()) + at * 4;
-          parts.push_back({in[r].data() + at * 4, recv, c});
-          at += c;
-        }
-        comm.allreduce(parts, DataType::kFloat32, op);
-      });
-      for (int r = 0; r < p(); ++r) {
-        size_t at = 0, i = 0;
-        for (size_t c : counts) {
-          const char* got = ((i++ % 3) == 0 ? in[r].data() : out[r].data()) + at * 4;
-          ASSERT_EQ(std::memcmp(got, flat[r].data() + at * 4, c * 4), 0)
-              << "rank " << r << ", part " << i - 1;
-          at += c;
-        }
-      }
+      expect_parts_equal_flat(*group, inputs, flat, op);
     }
   }
 }
@@ -294,8 +262,8 @@ TEST(SingleCopyChoice, StartsAtOneMiB) {
   EXPECT_EQ(buf[1][kMiB / 4 - 1], 2.0f);
 }
 
-// From the streaming size a single buffer streams, but parts the ring may read stay where
-// they lie: streaming them would first copy them into one buffer and out again.
+// From the streaming size a single buffer out of place streams, but parts that may be read
+// stay where they lie: streaming them would first copy them into one buffer and out again.
 TEST(SingleCopyChoice, PartsPastTheStreamingSizeStayWhereTheyLie) {
   CommunicatorOptions o = Group::default_options();
   o.shm_streaming_bytes = 4 * kMiB;
@@ -311,13 +279,13 @@ TEST(SingleCopyChoice, PartsPastTheStreamingSizeStayWhereTheyLie) {
     comm.allreduce({{b, b, n}, {b + n, b + n, n}, {b + 2 * n, b + 2 * n, n}}, DataType::kFloat32,
                    ReduceOp::kSum);
     plans[r][0] = comm.last_plan();
-    std::vector<float> whole(3 * n, 1.0f);
-    comm.allreduce(whole.data(), whole.data(), 3 * n, DataType::kFloat32, ReduceOp::kSum);
+    std::vector<float> one(3 * n, 1.0f), whole(3 * n);
+    comm.allreduce(one.data(), whole.data(), 3 * n, DataType::kFloat32, ReduceOp::kSum);
     plans[r][1] = comm.last_plan();
     EXPECT_EQ(whole[3 * n - 1], 2.0f);
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(plans[r][0], "ring (single-copy)") << "rank " << r;
+    EXPECT_EQ(plans[r][0], "direct (single-copy)") << "rank " << r;
     EXPECT_EQ(plans[r][1].rfind("ring (streaming", 0), 0u) << plans[r][1];
     for (size_t i = 0; i < 3 * n; ++i) {
       ASSERT_EQ(buf[r][i], static_cast<float>(1 + 2 * (i % 7))) << "rank " << r << " at " << i;

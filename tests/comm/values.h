@@ -162,4 +162,24 @@ inline void expect_reduced(DataType t, ReduceOp op, const std::vector<std::vecto
   }
 }
 
+// Data types and ops that between them reach every reduction kernel, at one to five MiB
+// (bytes, rounded down to whole elements): for the collectives that work in blocks and
+// units. 5 MiB spans several 1 MiB units and many blocks.
+struct ReduceCase {
+  DataType type;
+  ReduceOp op;
+  size_t bytes;
+};
+inline std::vector<ReduceCase> mixed_reduce_cases() {
+  constexpr size_t kMiB = size_t{1} << 20;
+  return {{DataType::kFloat32, ReduceOp::kSum, 5 * kMiB},
+          {DataType::kFloat32, ReduceOp::kAverage, kMiB},
+          {DataType::kFloat64, ReduceOp::kMax, 3 * kMiB},
+          {DataType::kInt32, ReduceOp::kAverage, 2 * kMiB},
+          {DataType::kUInt8, ReduceOp::kSum, kMiB},
+          {DataType::kFloat16, ReduceOp::kSum, 2 * kMiB},
+          {DataType::kBFloat16, ReduceOp::kMin, kMiB},
+          {DataType::kInt64, ReduceOp::kProduct, kMiB}};
+}
+
 }  // namespace chorus::comm::testing

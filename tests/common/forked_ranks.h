@@ -150,7 +150,9 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
   // Forks the ranks, then hosts the store and tells them its port. The parameter is the
   // transport; "shm_streaming" is shm with every allreduce of 1 MiB or more streaming,
   // "shm_streaming_far" the same on cores taken as far apart (streaming through memory),
-  // and "shm_shared" is shm (the ranks' loops put their buffers in shared memory).
+  // "shm_shared" is shm (the ranks' loops put their buffers in shared memory), and
+  // "shm_direct" is shm with the plan's own choice (the direct allreduce, where allowed);
+  // the others ask for the ring.
   void start(milliseconds timeout) {
     CommunicatorOptions options;
     options.transport = GetParam();
@@ -159,9 +161,10 @@ class ForkedRanks : public ::testing::TestWithParam<const char*> {
       options.transport = "shm";
       options.shm_streaming_bytes = size_t{1} << 20;
     }
-    if (options.transport == "shm_shared") options.transport = "shm";
+    bool direct = options.transport == "shm_direct";
+    if (options.transport == "shm_shared" || direct) options.transport = "shm";
     options.timeout = timeout;
-    options.allreduce_algorithm = AllreduceAlgorithm::kRing;  // the order the tests expect
+    if (!direct) options.allreduce_algorithm = AllreduceAlgorithm::kRing;
     options.secret = Secret::generate();
     for (int rank = 0; rank < kRanks; ++rank) fork_rank(rank, options);
     server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, options.secret);

@@ -50,29 +50,31 @@ bool ShmLink::probe() {
 
 // As many pieces per system call as the kernel takes (IOV_MAX); a short count means a
 // piece faulted part way, and the rest is retried from there so that the error names it.
-void ShmLink::read(const PeerCopy* pieces, size_t n) {
+void ShmLink::copy(const PeerCopy* pieces, size_t n, bool to_peer) {
   constexpr size_t kMaxPieces = 1024;  // IOV_MAX on Linux
   iovec local[kMaxPieces], remote[kMaxPieces];
+  const char* verb = to_peer ? "writing" : "reading";
   while (n > 0) {
-    if (broken()) throw_broken("single-copy read");
+    if (broken()) throw_broken(to_peer ? "single-copy write" : "single-copy read");
     size_t batch = std::min(n, kMaxPieces), want = 0;
     for (size_t i = 0; i < batch; ++i) {
       local[i] = {pieces[i].local, pieces[i].len};
       remote[i] = {reinterpret_cast<void*>(pieces[i].remote), pieces[i].len};
       want += pieces[i].len;
     }
-    ssize_t got = ::process_vm_readv(peer_pid_, local, batch, remote, batch, 0);
+    ssize_t got = to_peer ? ::process_vm_writev(peer_pid_, local, batch, remote, batch, 0)
+                          : ::process_vm_readv(peer_pid_, local, batch, remote, batch, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      const char* why = got == 0 ? "nothing was read" : std::strerror(errno);
-      CHORUS_THROW(IoError, "rank ", rank_, ": reading ", want, " bytes of the peer's memory over ",
-                   describe(), " failed: ", why);
+      const char* why = got == 0 ? "nothing was copied" : std::strerror(errno);
+      CHORUS_THROW(IoError, "rank ", rank_, ": ", verb, " ", want,
+                   " bytes of the peer's memory over ", describe(), " failed: ", why);
     }
     if (static_cast<size_t>(got) < want) {  // finish the piece it stopped in, then go on
       size_t left = static_cast<size_t>(got), i = 0;
       while (i + 1 < batch && left >= pieces[i].len) left -= pieces[i++].len;
       PeerCopy rest{pieces[i].local + left, pieces[i].remote + left, pieces[i].len - left};
-      read(&rest, 1);
+      copy(&rest, 1, to_peer);
       batch = i + 1;
     }
     pieces += batch;

@@ -6,9 +6,9 @@
 // both doorbells so that a side asleep in wait_ready() notices at once.
 //
 // Single copy: the liveness socket also names the peer's process (SO_PEERCRED), whose
-// memory PeerMemory::read reads with process_vm_readv once PeerMemory::probe has checked,
-// through the segment header's probe addresses, that the kernel allows it and that the pid
-// is really the peer's.
+// memory PeerMemory::read / write copy with process_vm_readv / process_vm_writev once
+// PeerMemory::probe has checked, through the segment header's probe addresses, that the
+// kernel allows it and that the pid is really the peer's.
 #pragma once
 
 #include <atomic>
@@ -48,7 +48,8 @@ class ShmLink : public Link, public PeerMemory {
   void commit_send(size_t n) override { writer_.commit(n); }
   PeerMemory* peer_memory() override { return this; }
   bool probe() override;
-  void read(const PeerCopy* pieces, size_t n) override;
+  void read(const PeerCopy* pieces, size_t n) override { copy(pieces, n, false); }
+  void write(const PeerCopy* pieces, size_t n) override { copy(pieces, n, true); }
   int open_file(int remote_fd) override;
   int poll_fd() const override { return -1; }
   bool buffered_input() const override { return reader_.has_data(); }
@@ -63,6 +64,8 @@ class ShmLink : public Link, public PeerMemory {
            segment_.header()->aborted_by.load(std::memory_order_relaxed) != 0;
   }
   [[noreturn]] void throw_broken(const char* op) const;
+  // read() (to_peer false) or write() (true).
+  void copy(const PeerCopy* pieces, size_t n, bool to_peer);
 
   int rank_;
   int side_;
