@@ -24,8 +24,9 @@ namespace {
 using transport::PeerCopy;
 using transport::Transfer;
 
-// Blocks of 64 KiB to 1 MiB all ran within 15 % of each other (16 MiB, two processes on an
-// Intel Xeon VM, 2026-11-27); 256 KiB was the fastest and stays in L2 while reduced.
+// Blocks of 64 to 512 KiB ran within 15 % of each other in a two-process probe (16 MiB in
+// place, Intel Xeon VM, 2026-11-27), 1 MiB slower; 256 KiB was the fastest and stays in L2
+// while it is reduced.
 constexpr size_t kBlockBytes = size_t{256} << 10;
 constexpr size_t kHead = 3, kPer = 3;  // [n, signature, count], then (send, recv, bytes) each
 // Marks the signature as this algorithm's, so that a peer running another path is caught.
