@@ -29,10 +29,10 @@ struct SweepOptions {
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 256ull << 20;
   DataType dtype = DataType::kFloat32;
-  int iters = 0;      // timed samples per size; 0: 200 below 32 MiB, 20 from there (never < 20)
-  int warmup = -1;    // untimed runs per size; -1: 10 below 1 MiB, 5 below 32 MiB, else 2
-  int batch = 0;      // ops per sample; 0: 10 up to 64 KiB, else 1
-  size_t offset = 0;  // heap buffers start this many bytes into a page (libtorch's: 64)
+  int iters = 0;          // timed samples per size; 0: 200 below 32 MiB, 20 from there (never < 20)
+  int warmup = -1;        // untimed runs per size; -1: 10 below 1 MiB, 5 below 32 MiB, else 2
+  int batch = 0;          // ops per sample; 0: 10 up to 64 KiB, else 1
+  size_t offset = 0;      // heap buffers start this many bytes into a page (libtorch's: 64)
   bool in_place = false;  // allreduce: send is recv (as a gradient is reduced)
   bool check = true;
   bool csv = false;

@@ -184,9 +184,10 @@ class Communicator {
   // (this rank's view only; an allreduce still checks every rank's). Any thread, any time,
   // also while collectives run: the engine asks it when an op is enqueued.
   bool in_shared_memory(const void* p, size_t bytes) const;
-  // The plan the last allreduce, allgather or reduce-scatter ran: "shared memory",
-  // "direct (single-copy)", "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling", "recursive
-  // doubling" (docs/algorithms.md); "" before any. For the thread that runs the collectives.
+  // The plan the last allreduce, allgather or reduce-scatter ran: "shared memory", "direct
+  // (single-copy)", "ring (streaming)", "ring (single-copy)", "ring", "halving-doubling",
+  // "recursive doubling" (docs/algorithms.md); "" before any. For the thread that runs the
+  // collectives.
   const char* last_plan() const;
 
   struct Impl;

@@ -29,8 +29,8 @@ enum class AllreducePath : uint8_t {
   kHierarchical,       // within hosts, then across, then within (parts: staged)
 };
 
-// "local", "shared memory", "direct (single-copy)", "ring (streaming)", "ring (streaming, far)", "ring (single-copy)",
-// "ring", "halving-doubling", "recursive doubling", "hierarchical".
+// "local", "shared memory", "direct (single-copy)", "ring (streaming)", "ring (streaming, far)",
+// "ring (single-copy)", "ring", "halving-doubling", "recursive doubling", "hierarchical".
 const char* allreduce_path_name(AllreducePath path);
 
 struct AllreducePlan {

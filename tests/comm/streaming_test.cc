@@ -140,7 +140,7 @@ std::string algorithm_named(Transport transport, size_t streaming_bytes, size_t 
   CommunicatorOptions o = Group::default_options();
   o.shm_streaming_bytes = streaming_bytes;
   o.shm_single_copy = false;  // else the plan first asks the peers (direct_test.cc)
-  o.shm_placement = 0;  // auto: the lone rank 0 would send its choice first, not time out
+  o.shm_placement = 0;        // auto: the lone rank 0 would send its choice first, not time out
   o.timeout = std::chrono::milliseconds(300);
   Group group(transport, 2, o);
   std::vector<float> buf(count, 1.0f);
