@@ -189,11 +189,12 @@ void DirectAllreduce::reduce_block(size_t from, size_t bytes, char* scratch) {
 }
 
 void DirectAllreduce::finish() {
-  std::vector<uint64_t> done(static_cast<size_t>(p_), count_), got(static_cast<size_t>(p_), 0);
+  const uint64_t done = count_;  // every send reads the same word
+  std::vector<uint64_t> got(static_cast<size_t>(p_), 0);
   std::vector<Transfer> t;
   for (int q = 0; q < p_; ++q) {
     if (q == me_) continue;
-    t.push_back(Transfer::send(ctx_.link(q), &done[q], 8));
+    t.push_back(Transfer::send(ctx_.link(q), &done, 8));
     t.push_back(Transfer::recv(ctx_.link(q), &got[q], 8));
   }
   ctx_.progress.finish(t.data(), t.size());

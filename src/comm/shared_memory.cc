@@ -47,7 +47,10 @@ constexpr size_t kBlockBytes = size_t{32} << 10;
 // rank's input, and its output where apart — exceed this, three quarters of the AMD EPYC's
 // 32 MiB L3: the outputs would otherwise evict the inputs and the rings of the next call.
 // Below it they stay in the cache, where the caller reads them next (an optimizer step on
-// in-place gradient buckets). docs/algorithms.md.
+// in-place gradient buckets). Only outputs apart from their inputs stream: a buffer
+// reduced in place was just read, so its lines are in the cache already, and a streaming
+// store to a cached line costs its eviction on top (2 ranks in place, Intel Xeon VM:
+// 16 MiB 10.5-11.4 GB/s through the cache against 4.2-4.6 streamed). docs/algorithms.md.
 constexpr size_t kStreamingMinFootprint = size_t{24} << 20;
 
 ControlBlock& control_block(const SharedAllocation& control, int r) {
@@ -255,7 +258,7 @@ void SharedMemory::reduce_part(Context& ctx, size_t count, DataType type, Reduce
       if (op == ReduceOp::kAverage) divide(type, scratch, n, p);
     }
     for (int r = 0; r < p; ++r) {
-      if (streaming) {
+      if (streaming && dst_[r] != src_[r]) {
         copy_streaming(dst_[r] + at, scratch, n * es);
       } else {
         std::memcpy(dst_[r] + at, scratch, n * es);
