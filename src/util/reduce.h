@@ -20,8 +20,9 @@ void reduce_pair(DataType type, ReduceOp op, void* out, const void* a, const voi
 // buf[i] /= divisor (integers: truncating division). Finishes kAverage.
 void divide(DataType type, void* buf, size_t count, int64_t divisor);
 
-// reduce_pair() then divide(), bit for bit, in one pass: fused for float32/float64 sums,
-// otherwise chunk by chunk so that the division finds the sums still in cache.
+// reduce_pair() then divide(), bit for bit, in one pass (out may equal a or b): fused for
+// float32/float64 sums, otherwise chunk by chunk so that the division finds the sums still
+// in cache.
 void reduce_pair_divided(DataType type, ReduceOp op, void* out, const void* a, const void* b,
                          size_t count, int64_t divisor);
 
