@@ -42,8 +42,10 @@ static_assert(offsetof(ControlBlock, calls) == 64 && offsetof(ControlBlock, fini
 static_assert(sizeof(ControlBlock) <= 4096, "fits the control region's page");
 
 // Reduced a block at a time (into the own output, or scratch that stays in L1: reduce_part),
-// then copied to every other rank.
-constexpr size_t kBlockBytes = size_t{32} << 10;
+// then copied to every other rank. In place on 2 ranks a block's own and peer lines (32 KiB
+// at this size) stay in a 48 KiB L1 until the copy reads them: 1.14-1.18x the busbw of
+// 32 KiB blocks from 1 to 64 MiB (Intel Xeon VM, docs/algorithms.md).
+constexpr size_t kBlockBytes = size_t{16} << 10;
 // Results are written past the cache (util/stream_copy.h) when the call's buffers — every
 // rank's input, and its output where apart — exceed this, three quarters of the AMD EPYC's
 // 32 MiB L3: the outputs would otherwise evict the inputs and the rings of the next call.
