@@ -8,6 +8,9 @@ workers, --momentum 0 unless given, as the example's), one intra-op thread; each
 the loss and counts the correct predictions as the C++ example does.
 
   --backend chorus   chorus.torch (import chorus.torch as hvd), under chorusrun
+  --lockstep-only    (chorus) no averaging: each worker steps on its own gradients and the
+                     workers meet at hvd.barrier() once per step, exchanging no data: the
+                     baseline "lock-2" of compare_training.sh
   --backend ddp      PyTorch DistributedDataParallel (gloo), under chorusrun too: the rank
                      and size come from CHORUS_RANK / CHORUS_SIZE, the rendezvous from
                      MASTER_ADDR / MASTER_PORT
@@ -46,7 +49,7 @@ class Net(nn.Module):
 
 
 class Chorus:
-    def __init__(self, model, lr, momentum):
+    def __init__(self, model, lr, momentum, lockstep_only=False):
         import chorus.torch as hvd
         self.hvd = hvd
         hvd.init()
@@ -54,7 +57,15 @@ class Chorus:
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         sgd = torch.optim.SGD(model.parameters(), lr=lr * self.size, momentum=momentum)
         self.model = model
-        self.optimizer = hvd.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
+        self.optimizer = sgd
+        if not lockstep_only:
+            self.optimizer = hvd.DistributedOptimizer(sgd,
+                                                      named_parameters=model.named_parameters())
+        self.lockstep_only = lockstep_only
+
+    def after_step(self):
+        if self.lockstep_only and self.size > 1:
+            self.hvd.barrier()
 
     def mean(self, value):
         return self.hvd.allreduce(torch.tensor([value], dtype=torch.float64), name="rate").item()
@@ -69,6 +80,9 @@ class Ddp:
         self.model = nn.parallel.DistributedDataParallel(model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr * self.size,
                                          momentum=momentum)
+
+    def after_step(self):
+        pass
 
     def mean(self, value):
         t = torch.tensor([value], dtype=torch.float64)
@@ -85,6 +99,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--lockstep-only", action="store_true")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -93,7 +108,12 @@ def main():
     images = images.float().div_(255).unsqueeze(1)
     labels = labels.long()
     torch.manual_seed(1234)
-    job = (Chorus if args.backend == "chorus" else Ddp)(Net(), args.lr, args.momentum)
+    if args.backend == "chorus":
+        job = Chorus(Net(), args.lr, args.momentum, args.lockstep_only)
+    elif args.lockstep_only:
+        p.error("--lockstep-only is for --backend chorus")
+    else:
+        job = Ddp(Net(), args.lr, args.momentum)
     order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(1))
     order = order[job.rank::job.size]
     batches = order.shape[0] // args.batch  # whole batches per epoch; then the shard again
@@ -109,6 +129,7 @@ def main():
         loss = F.cross_entropy(logits, y)
         loss.backward()
         job.optimizer.step()
+        job.after_step()
         loss.item()
         logits.argmax(1).eq(y).sum().item()
         timed += sel.shape[0] * job.size

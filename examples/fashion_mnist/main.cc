@@ -7,12 +7,18 @@
 //
 // Prints per epoch (rank 0): loss, train accuracy, test accuracy, samples/s; and a
 // progress line every 10% of an epoch.
+//
+// --lockstep-only is a benchmark baseline (bench/torch_ddp/compare_training.sh): each
+// worker steps on its own gradients and the workers only meet at a barrier once per step,
+// exchanging no data: what a synchronous step costs on this machine before any averaging.
+// Everything else stays as with averaging, the gradients' zeroing (to none) included.
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "../common/fashion_mnist.h"
@@ -36,6 +42,7 @@ struct Args {
   // put it (docs/torch.md), for comparisons.
   int64_t bucket_bytes = chorus::DistributedOptimizerOptions{}.bucket_bytes;
   bool skip_test = false;
+  bool lockstep_only = false;  // no averaging, a barrier per step (a baseline, see above)
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -45,7 +52,7 @@ Args parse(int argc, char** argv) {
       "fashion_mnist",
       "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
       "  [--max-steps S] [--warmup-steps W] [--fp16] [--bucket-bytes N] [--skip-test]\n"
-      "  [--data DIR]");
+      "  [--data DIR] [--lockstep-only]");
   flags.add("--epochs", a.epochs)
       .add("--batch", a.batch)
       .add("--lr", a.lr)
@@ -57,6 +64,7 @@ Args parse(int argc, char** argv) {
       .add_switch("--fp16", a.fp16)
       .add("--bucket-bytes", a.bucket_bytes)
       .add_switch("--skip-test", a.skip_test)
+      .add_switch("--lockstep-only", a.lockstep_only)
       .add("--data", a.data);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0 || a.bucket_bytes < 0) {
@@ -110,7 +118,11 @@ int main(int argc, char** argv) {
   chorus::DistributedOptimizerOptions opt_options;
   opt_options.fp16_compression = args.fp16;
   opt_options.bucket_bytes = static_cast<size_t>(args.bucket_bytes);
-  chorus::DistributedOptimizer opt(sgd, model->named_parameters(), opt_options);
+  std::unique_ptr<chorus::DistributedOptimizer> averaging;
+  if (!args.lockstep_only) {
+    averaging =
+        std::make_unique<chorus::DistributedOptimizer>(sgd, model->named_parameters(), opt_options);
+  }
 
   chorus::DistributedSampler sampler(train.images.size(0), workers, rank);
   int64_t steps = sampler.num_batches(args.batch, /*drop_last_batch=*/false);
@@ -118,10 +130,11 @@ int main(int argc, char** argv) {
   if (chief) {
     std::printf(
         "fashion_mnist: %d worker(s) on %d host(s), batch %lld per worker (global %lld), lr %g, "
-        "%lld steps/epoch, %d thread(s)/worker%s\n",
+        "%lld steps/epoch, %d thread(s)/worker%s%s\n",
         workers, chorus::cross_size(), static_cast<long long>(args.batch),
         static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
-        args.threads, args.fp16 ? ", fp16 gradients" : "");
+        args.threads, args.fp16 ? ", fp16 gradients" : "",
+        args.lockstep_only ? ", lockstep only (no averaging)" : "");
     std::fflush(stdout);
   }
 
@@ -158,12 +171,21 @@ int main(int argc, char** argv) {
       auto x = train.images.index_select(0, sel);
       auto y = train.labels.index_select(0, sel);
       const Clock::time_point t1 = reporting ? Clock::now() : t0;
-      opt.zero_grad();
+      if (averaging) {
+        averaging->zero_grad();
+      } else {  // set to none, as DistributedOptimizer::zero_grad() does
+        for (auto& p : model->parameters()) p.mutable_grad().reset();
+      }
       auto logits = model->forward(x);
       auto loss = torch::nn::functional::cross_entropy(logits, y);
       loss.backward();
       const Clock::time_point t2 = reporting ? Clock::now() : t0;
-      opt.step();  // waits for the gradients' allreduces
+      if (averaging) {
+        averaging->step();  // waits for the gradients' allreduces
+      } else {
+        sgd.step();
+        if (workers > 1) chorus::barrier("lockstep");
+      }
       const Clock::time_point t3 = reporting ? Clock::now() : t0;
       const double b = static_cast<double>(sel.size(0));
       loss_sum += loss.item<double>() * b;
@@ -171,9 +193,10 @@ int main(int argc, char** argv) {
       seen += b;
       if (reporting) {
         const Clock::time_point t4 = Clock::now();
+        const bool averaged = averaging && workers > 1;
         chorus::report::step({sel.size(0), since(t1, t2) + since(t3, t4), since(t2, t3),
-                              since(t0, t1), workers > 1 ? gradient_bytes : 0,
-                              workers > 1 ? gradient_tensors : 0});
+                              since(t0, t1), averaged ? gradient_bytes : 0,
+                              averaged ? gradient_tensors : 0});
         chorus::report::scalar("loss", loss_sum / seen);
         chorus::report::scalar("accuracy", correct / seen);
       }

@@ -56,6 +56,20 @@ TEST(ExamplesTest, MirroredCustomLoopAndResNetRun) {
   EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
 }
 
+// compare_training.sh's "lock-2" baseline: the workers step on their own gradients and meet
+// at a barrier once per step; the job runs to its end, and each worker still learns.
+TEST(ExamplesTest, FashionMnistLockstepOnlyBaselineRunsEveryStep) {
+  RunSpec spec({"-np", "2", FASHION_MNIST, "--epochs", "1", "--max-steps", "30", "--skip-test",
+                "--lockstep-only"});
+  spec.timeout = 120s;
+  RunResult r = run_chorusrun(spec);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("lockstep only (no averaging)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 27/30"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 1: loss"), std::string::npos) << r.out;
+  EXPECT_GT(number_after(r.out, "train accuracy "), 0.2) << r.out;  // it learns: chance is 0.1
+}
+
 TEST(ExamplesTest, SideEvaluatorProcessEvaluatesCheckpointsBesideTraining) {
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
