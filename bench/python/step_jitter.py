@@ -2,7 +2,7 @@
 """What lockstep costs on this machine, predicted from step times alone (docs/benchmarks.md).
 
 Runs the training step of train_fashion_mnist.py (the tutorial CNN, batch 64, one thread,
-no communication) as two independent workers, one bound to cpu 0 and one to cpu 1, and
+no communication; one thread in every pool) as two independent workers, one bound to cpu 0 and one to cpu 1, and
 times every step. Prints each worker's step times (mean, median, p10 / p90 / p99, standard
 deviation), then the rate the same steps would give in lockstep, where every step waits for
 the slower worker of the pair (a free barrier), over the two workers' own rate (solo-2):
@@ -60,7 +60,8 @@ def worker(steps, warmup, data):
 
 
 def blas_env():
-    env = dict(os.environ)
+    # One thread in every pool, as bench/measure.sh's training_setup.
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if "OPENBLAS_CORETYPE" in env:
         return env
     probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True,
