@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """What lockstep costs on this machine, predicted from step times alone (docs/benchmarks.md).
 
-Runs the training step of train_fashion_mnist.py (the tutorial CNN, batch 64, one thread,
-no communication; one thread in every pool) as two independent workers, one bound to cpu 0 and one to cpu 1, and
-times every step. Prints each worker's step times (mean, median, p10 / p90 / p99, standard
-deviation), then the rate the same steps would give in lockstep, where every step waits for
-the slower worker of the pair (a free barrier), over the two workers' own rate (solo-2):
+Runs the training step of train_fashion_mnist.py (the tutorial CNN, batch 64, no
+communication, one thread in every pool) as two independent workers, one bound to cpu 0 and
+one to cpu 1, and times every step. Prints each worker's step times (mean, median, p10 /
+p90 / p99, standard deviation), then the rate the same steps would give in lockstep, where
+every step waits for the slower worker of the pair (a free barrier), over the two workers'
+own rate (solo-2):
 
     lockstep / solo-2 = 2 / mean(max(a_i, b_i)) / (1 / mean(a) + 1 / mean(b))
 
@@ -75,9 +76,9 @@ def blas_env():
 
 def describe(name, ms):
     s = sorted(ms)
-    at = lambda p: s[int(p * (len(s) - 1))]
+    p10, p90, p99 = (s[int(q * (len(s) - 1))] for q in (0.1, 0.9, 0.99))
     print("%-6s step ms: mean %.2f  median %.2f  p10 %.2f  p90 %.2f  p99 %.2f  sd %.2f"
-          % (name, statistics.mean(ms), statistics.median(ms), at(0.1), at(0.9), at(0.99),
+          % (name, statistics.mean(ms), statistics.median(ms), p10, p90, p99,
              statistics.pstdev(ms)))
 
 
