@@ -14,6 +14,8 @@
 #                              work per step, so chorus.torch's own cost shows as the ratio
 #   lock-2                     py-chorus-2 with --lockstep-only: no averaging, a barrier per
 #                              step; lock-2 / solo-2 is what lockstep alone costs here
+#   bal-2                      py-chorus-2 with --balance: the global batch split by each
+#                              worker's speed in the step before (chorus.torch.BatchBalancer)
 # Bars (issue 21): py-chorus-2 >= 0.95x solo-2 and >= 1.4x ddp-2; py-chorus-2 within 5% of
 # cpp-2. The last lines give the medians of each run's own ratios too. Every figure is
 # printed with the hypervisor's steal time and the cores' round trip before it (measure.sh).
@@ -52,7 +54,7 @@ py_rate() {  # backend workers [script args...] -> samples/s
 cpp_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
 
-declare -a p1 p2 l2 d1 d2 s2 c2 r_solo r_ddp r_cpp r_lock r_averaging
+declare -a p1 p2 l2 b2 d1 d2 s2 c2 r_solo r_ddp r_cpp r_lock r_averaging r_balanced
 echo "# python compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# $(cpu_model), $(getconf _NPROCESSORS_ONLN) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= repeat; i++)); do
@@ -60,6 +62,7 @@ for ((i = 1; i <= repeat; i++)); do
   measure py_rate chorus 1; p1+=("$rate"); line+="  py-chorus-1 $rate ($steal%, $cores ns)"
   measure py_rate chorus 2; p2+=("$rate"); line+="  py-chorus-2 $rate ($steal%, $cores ns)"
   measure py_rate chorus 2 --lockstep-only; l2+=("$rate"); line+="  lock-2 $rate ($steal%, $cores ns)"
+  measure py_rate chorus 2 --balance; b2+=("$rate"); line+="  bal-2 $rate ($steal%, $cores ns)"
   measure py_rate ddp 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
   measure py_rate ddp 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
   measure two_at_once py_rate chorus 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
@@ -69,16 +72,19 @@ for ((i = 1; i <= repeat; i++)); do
   r_cpp+=("$(ratio "${p2[-1]}" "${c2[-1]}")")
   r_lock+=("$(ratio "${l2[-1]}" "${s2[-1]}")")
   r_averaging+=("$(ratio "${p2[-1]}" "${l2[-1]}")")
+  r_balanced+=("$(ratio "${b2[-1]}" "${s2[-1]}")")
   echo "$line"
 done
 awk -v p1="$(median "${p1[@]}")" -v p2="$(median "${p2[@]}")" -v d1="$(median "${d1[@]}")" \
     -v d2="$(median "${d2[@]}")" -v s2="$(median "${s2[@]}")" -v c2="$(median "${c2[@]}")" \
     -v rs="$(median "${r_solo[@]}")" -v rd="$(median "${r_ddp[@]}")" -v rc="$(median "${r_cpp[@]}")" \
-    -v l2="$(median "${l2[@]}")" -v rl="$(median "${r_lock[@]}")" -v ra="$(median "${r_averaging[@]}")" 'BEGIN {
+    -v l2="$(median "${l2[@]}")" -v rl="$(median "${r_lock[@]}")" -v ra="$(median "${r_averaging[@]}")" \
+    -v b2="$(median "${b2[@]}")" -v rb="$(median "${r_balanced[@]}")" 'BEGIN {
   printf "%-12s %8s %12s\n", "system", "workers", "samples/s";
   printf "%-12s %8d %12.0f\n", "py-chorus", 1, p1;
   printf "%-12s %8d %12.0f\n", "py-chorus", 2, p2;
   printf "%-12s %8d %12.0f\n", "lock-2", 2, l2;
+  printf "%-12s %8d %12.0f\n", "bal-2", 2, b2;
   printf "%-12s %8d %12.0f\n", "ddp-gloo", 1, d1;
   printf "%-12s %8d %12.0f\n", "ddp-gloo", 2, d2;
   printf "%-12s %8d %12.0f\n", "solo-2", 2, s2;
@@ -86,5 +92,6 @@ awk -v p1="$(median "${p1[@]}")" -v p2="$(median "${p2[@]}")" -v d1="$(median "$
   printf "py-chorus-2 / solo-2 = %.3fx (bar >= 0.95: %s); per-run median %.3fx\n", p2 / s2, (p2 / s2 >= 0.95 ? "met" : "NOT met"), rs;
   printf "py-chorus-2 / ddp-2 = %.2fx (bar >= 1.4: %s); per-run median %.2fx\n", p2 / d2, (p2 / d2 >= 1.4 ? "met" : "NOT met"), rd;
   printf "py-chorus-2 / cpp-2 = %.3fx (bar within 5%%: %s); per-run median %.3fx\n", p2 / c2, (p2 / c2 >= 0.95 && p2 / c2 <= 1.05 ? "met" : "NOT met"), rc;
+  printf "bal-2 / solo-2 = %.3fx (bar >= 0.95: %s); per-run median %.3fx\n", b2 / s2, (b2 / s2 >= 0.95 ? "met" : "NOT met"), rb;
   printf "per-run medians: lock-2 / solo-2 = %.3fx (lockstep with no data); py-chorus-2 / lock-2 = %.3fx\n", rl, ra;
 }'

@@ -4,14 +4,20 @@
 Runs the training step of train_fashion_mnist.py (the tutorial CNN, batch 64, no
 communication, one thread in every pool) as two independent workers, one bound to cpu 0 and
 one to cpu 1, and times every step. Prints each worker's step times (mean, median, p10 /
-p90 / p99, standard deviation), then the rate the same steps would give in lockstep, where
-every step waits for the slower worker of the pair (a free barrier), over the two workers'
-own rate (solo-2):
+p90 / p99, standard deviation, lag-1 autocorrelation: how much a step's time says about the
+next one's), then the rate the same steps would give in lockstep, where every step waits
+for the slower worker of the pair (a free barrier), over the two workers' own rate (solo-2):
 
     lockstep / solo-2 = 2 / mean(max(a_i, b_i)) / (1 / mean(a) + 1 / mean(b))
 
 and the same with the pairing shuffled (the two workers' jitter independent). Where this is
-well below 1, no synchronous trainer can reach solo-2 on the machine.
+well below 1, no synchronous trainer with equal shares can reach solo-2 on the machine.
+Then the same with the global batch (128) split as chorus::BatchBalancer splits it, by
+each worker's speed in the step before, assuming a step's time proportional to its rows.
+
+The workers' glibc malloc is set up as chorus.init() sets it (heap blocks up to 32 MiB,
+trim above 256 MiB: MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_), since the training
+jobs run that way; without it each step here took ~5000 page faults (perf stat).
 
   bench/python/step_jitter.py [--steps N] [--warmup N]
 
@@ -62,7 +68,8 @@ def worker(steps, warmup, data):
 
 def blas_env():
     # One thread in every pool, as bench/measure.sh's training_setup.
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(256 << 20))
     if "OPENBLAS_CORETYPE" in env:
         return env
     probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True,
@@ -74,17 +81,35 @@ def blas_env():
     return env
 
 
+def autocorrelation(ms, lag=1):
+    mean = statistics.mean(ms)
+    var = sum((t - mean) ** 2 for t in ms)
+    return sum((ms[i] - mean) * (ms[i + lag] - mean) for i in range(len(ms) - lag)) / var
+
+
 def describe(name, ms):
     s = sorted(ms)
     p10, p90, p99 = (s[int(q * (len(s) - 1))] for q in (0.1, 0.9, 0.99))
     print("%-6s step ms: mean %.2f  median %.2f  p10 %.2f  p90 %.2f  p99 %.2f  sd %.2f"
+          "  lag-1 autocorrelation %.2f"
           % (name, statistics.mean(ms), statistics.median(ms), p10, p90, p99,
-             statistics.pstdev(ms)))
+             statistics.pstdev(ms), autocorrelation(ms)))
 
 
 def lockstep_ratio(a, b):
     solo = 1 / statistics.mean(a) + 1 / statistics.mean(b)
     return 2 / statistics.mean([max(x, y) for x, y in zip(a, b)]) / solo
+
+
+def balanced_ratio(a, b, rows=128, least=32):
+    # BatchBalancer's split from the step before (even at the first); per-row time of a
+    # step taken as its 64-row time / 64.
+    solo = 1 / statistics.mean(a) + 1 / statistics.mean(b)
+    steps, na = [], rows // 2
+    for x, y in zip(a, b):
+        steps.append(max(na * x, (rows - na) * y) / 64)
+        na = min(max(round(rows * y / (x + y)), least), rows - least)  # rates 1/x : 1/y
+    return rows / 64 / statistics.mean(steps) / solo
 
 
 def main():
@@ -120,6 +145,8 @@ def main():
         shuffled.append(lockstep_ratio(a, c))
     print("lockstep / solo-2 from these steps: %.3f (pairing shuffled: median %.3f)"
           % (lockstep_ratio(a, b), statistics.median(shuffled)))
+    print("the same with the batch split by the step before's speed (BatchBalancer): %.3f"
+          % balanced_ratio(a, b))
 
 
 if __name__ == "__main__":

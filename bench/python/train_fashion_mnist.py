@@ -11,6 +11,9 @@ the loss and counts the correct predictions as the C++ example does.
   --lockstep-only    (chorus) no averaging: each worker steps on its own gradients and the
                      workers meet at hvd.barrier() once per step, exchanging no data: the
                      baseline "lock-2" of compare_training.sh
+  --balance          (chorus) the global batch (64 x workers) split by each worker's speed
+                     in the step before (chorus.torch.BatchBalancer), each worker's loss
+                     scaled by its share: "bal-2" of compare_training.sh
   --backend ddp      PyTorch DistributedDataParallel (gloo), under chorusrun too: the rank
                      and size come from CHORUS_RANK / CHORUS_SIZE, the rendezvous from
                      MASTER_ADDR / MASTER_PORT
@@ -49,7 +52,7 @@ class Net(nn.Module):
 
 
 class Chorus:
-    def __init__(self, model, lr, momentum, lockstep_only=False):
+    def __init__(self, model, lr, momentum, lockstep_only=False, balance=False):
         import chorus.torch as hvd
         self.hvd = hvd
         hvd.init()
@@ -62,6 +65,17 @@ class Chorus:
             self.optimizer = hvd.DistributedOptimizer(sgd,
                                                       named_parameters=model.named_parameters())
         self.lockstep_only = lockstep_only
+        self.balancer = hvd.BatchBalancer() if balance else None
+
+    def share(self, rows):  # -> this rank's [begin, end) of the step's rows, loss scale
+        if self.balancer is None:
+            return 0, rows, 1.0
+        s = self.balancer.next(rows)
+        return s.begin, s.end, s.loss_scale
+
+    def computed(self, seconds):
+        if self.balancer is not None:
+            self.balancer.record(seconds)
 
     def after_step(self):
         if self.lockstep_only and self.size > 1:
@@ -80,6 +94,12 @@ class Ddp:
         self.model = nn.parallel.DistributedDataParallel(model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr * self.size,
                                          momentum=momentum)
+
+    def share(self, rows):
+        return 0, rows, 1.0
+
+    def computed(self, seconds):
+        pass
 
     def after_step(self):
         pass
@@ -100,6 +120,7 @@ def main():
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lockstep-only", action="store_true")
+    p.add_argument("--balance", action="store_true")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -108,31 +129,38 @@ def main():
     images = images.float().div_(255).unsqueeze(1)
     labels = labels.long()
     torch.manual_seed(1234)
+    if args.lockstep_only and args.balance:
+        p.error("--balance with --lockstep-only")
     if args.backend == "chorus":
-        job = Chorus(Net(), args.lr, args.momentum, args.lockstep_only)
-    elif args.lockstep_only:
-        p.error("--lockstep-only is for --backend chorus")
+        job = Chorus(Net(), args.lr, args.momentum, args.lockstep_only, args.balance)
+    elif args.lockstep_only or args.balance:
+        p.error("--lockstep-only and --balance are for --backend chorus")
     else:
         job = Ddp(Net(), args.lr, args.momentum)
     order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(1))
-    order = order[job.rank::job.size]
-    batches = order.shape[0] // args.batch  # whole batches per epoch; then the shard again
+    rows = args.batch * job.size if args.balance else args.batch  # per step, for this rank
+    if not args.balance:  # balanced: every rank walks the whole order, a global batch a step
+        order = order[job.rank::job.size]
+    batches = order.shape[0] // rows  # whole batches per epoch; then the order again
     start, timed = time.perf_counter(), 0
     for step in range(args.steps):
         if step == args.warmup_steps:
             start, timed = time.perf_counter(), 0
-        first = (step % batches) * args.batch
-        sel = order[first:first + args.batch]
+        first = (step % batches) * rows
+        begin, end, loss_scale = job.share(rows)
+        sel = order[first + begin:first + end]
         x, y = images.index_select(0, sel), labels.index_select(0, sel)
         job.optimizer.zero_grad(set_to_none=True)  # as the C++ optimizer's zero_grad()
+        computing = time.perf_counter()
         logits = job.model(x)
         loss = F.cross_entropy(logits, y)
-        loss.backward()
+        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+        job.computed(time.perf_counter() - computing)
         job.optimizer.step()
         job.after_step()
         loss.item()
         logits.argmax(1).eq(y).sum().item()
-        timed += sel.shape[0] * job.size
+        timed += rows if args.balance else sel.shape[0] * job.size
     rate = job.mean(timed / (time.perf_counter() - start))
     if job.rank == 0:
         print("backend=%s workers=%d samples_per_s=%.1f loss=%.4f"

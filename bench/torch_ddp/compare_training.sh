@@ -23,6 +23,10 @@
 # is what stepping in lockstep alone costs on this host, for any synchronous trainer;
 # chorus-2 / lock-2 is what averaging the gradients costs on top.
 #
+# "bal-2" is chorus-2 with --balance: the global batch of 128 split by each worker's speed
+# in the step before (chorus::BatchBalancer) instead of 64 each, the same samples and
+# averaged gradient; bal-2 / solo-2 is what is left of the lockstep cost with it.
+#
 # Each figure is followed by the hypervisor's steal time while it ran (/proc/stat) and the
 # cores' round trip just before it (near ~60 ns, far ~300 ns; measure.sh): on a shared
 # host, runs with much steal are slow for reasons outside the job. The last two lines are
@@ -58,21 +62,23 @@ blas_setup "$python"
 
 chorus_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }  # workers -> samples/s
 lockstep_rate() { fashion_mnist_rate 2 "$steps" "$warmup" --lockstep-only; }
+balanced_rate() { fashion_mnist_rate 2 "$steps" "$warmup" --balance; }
 ddp_rate() {
   "$python" "$here/ddp_fashion_mnist.py" --workers "$1" --steps "$steps" \
       --warmup-steps "$warmup" --threads 1 2>&1 | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
 
-declare -a c1 c2 l2 d1 d2 s2 ceiling_share ceiling_ratio
+declare -a c1 c2 l2 b2 d1 d2 s2 ceiling_share ceiling_ratio
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -a ratio solo_ratio lock_ratio averaging_ratio
+declare -a ratio solo_ratio lock_ratio averaging_ratio balanced_ratio
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
   measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%, cores $cores ns)"
   measure chorus_rate 2; c2+=("$rate"); line+="  chorus-2 $rate ($steal%, $cores ns)"
   measure lockstep_rate; l2+=("$rate"); line+="  lock-2 $rate ($steal%, $cores ns)"
+  measure balanced_rate; b2+=("$rate"); line+="  bal-2 $rate ($steal%, $cores ns)"
   measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
   measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
   measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
@@ -85,18 +91,22 @@ for ((i = 1; i <= repeat; i++)); do
   solo_ratio+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   lock_ratio+=("$(awk -v a="${l2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   averaging_ratio+=("$(awk -v a="${c2[-1]}" -v b="${l2[-1]}" 'BEGIN {print a / b}')")
+  balanced_ratio+=("$(awk -v a="${b2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
   echo "$line"
 done
 mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
 ms2=$(median "${s2[@]}"); mr=$(median "${ratio[@]}"); msr=$(median "${solo_ratio[@]}")
 mcs=$(median "${ceiling_share[@]}"); mcr=$(median "${ceiling_ratio[@]}")
 ml2=$(median "${l2[@]}"); mlr=$(median "${lock_ratio[@]}"); mar=$(median "${averaging_ratio[@]}")
+mb2=$(median "${b2[@]}"); mbr=$(median "${balanced_ratio[@]}")
 awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr" -v msr="$msr" \
-    -v mcs="$mcs" -v mcr="$mcr" -v l2="$ml2" -v mlr="$mlr" -v mar="$mar" 'BEGIN {
+    -v mcs="$mcs" -v mcr="$mcr" -v l2="$ml2" -v mlr="$mlr" -v mar="$mar" -v b2="$mb2" \
+    -v mbr="$mbr" 'BEGIN {
   printf "%-10s %8s %14s %12s\n", "system", "workers", "samples/s", "scaling";
   printf "%-10s %8d %14.0f %12s\n", "chorus", 1, c1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "chorus", 2, c2, 100 * c2 / (2 * c1);
   printf "%-10s %8d %14.0f %11.0f%%\n", "lock-2", 2, l2, 100 * l2 / (2 * c1);
+  printf "%-10s %8d %14.0f %11.0f%%\n", "bal-2", 2, b2, 100 * b2 / (2 * c1);
   printf "%-10s %8d %14.0f %12s\n", "ddp-gloo", 1, d1, "-";
   printf "%-10s %8d %14.0f %11.0f%%\n", "ddp-gloo", 2, d2, 100 * d2 / (2 * d1);
   printf "%-10s %8d %14.0f %11.0f%%\n", "solo-2", 2, s2, 100 * s2 / (2 * c1);
@@ -112,4 +122,6 @@ awk -v c1="$mc1" -v c2="$mc2" -v d1="$md1" -v d2="$md2" -v s2="$ms2" -v mr="$mr"
   printf " chorus-2 / that ceiling = %.3fx\n", mcr;
   printf "median over runs of (lock-2 / solo-2) = %.3fx: lockstep with no data;", mlr;
   printf " chorus-2 / lock-2 = %.3fx\n", mar;
+  printf "bal-2 / solo-2 = %.3fx of the medians, %.3fx median over runs (bar >= 0.97: %s)\n",
+         b2 / s2, mbr, (mbr >= 0.97 ? "met" : "NOT met");
 }'

@@ -12,6 +12,10 @@
 // worker steps on its own gradients and the workers only meet at a barrier once per step,
 // exchanging no data: what a synchronous step costs on this machine before any averaging.
 // Everything else stays as with averaging, the gradients' zeroing (to none) included.
+//
+// --balance splits each step's global batch among the workers by how fast each computed
+// its last share (chorus::BatchBalancer), instead of --batch rows each: the same samples
+// and the same averaged gradient as one process on the global batch.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -43,6 +47,7 @@ struct Args {
   int64_t bucket_bytes = chorus::DistributedOptimizerOptions{}.bucket_bytes;
   bool skip_test = false;
   bool lockstep_only = false;  // no averaging, a barrier per step (a baseline, see above)
+  bool balance = false;        // shares of the global batch by speed (see above)
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -52,7 +57,7 @@ Args parse(int argc, char** argv) {
       "fashion_mnist",
       "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
       "  [--max-steps S] [--warmup-steps W] [--fp16] [--bucket-bytes N] [--skip-test]\n"
-      "  [--data DIR] [--lockstep-only]");
+      "  [--data DIR] [--lockstep-only] [--balance]");
   flags.add("--epochs", a.epochs)
       .add("--batch", a.batch)
       .add("--lr", a.lr)
@@ -65,11 +70,13 @@ Args parse(int argc, char** argv) {
       .add("--bucket-bytes", a.bucket_bytes)
       .add_switch("--skip-test", a.skip_test)
       .add_switch("--lockstep-only", a.lockstep_only)
+      .add_switch("--balance", a.balance)
       .add("--data", a.data);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0 || a.bucket_bytes < 0) {
     flags.fail("(values)");
   }
+  if (a.balance && a.lockstep_only) flags.fail("--balance with --lockstep-only");
   return a;
 }
 
@@ -124,17 +131,24 @@ int main(int argc, char** argv) {
         std::make_unique<chorus::DistributedOptimizer>(sgd, model->named_parameters(), opt_options);
   }
 
-  chorus::DistributedSampler sampler(train.images.size(0), workers, rank);
-  int64_t steps = sampler.num_batches(args.batch, /*drop_last_batch=*/false);
+  // Balanced: every rank walks the same order, a global batch per step, and takes its share.
+  const int64_t global_batch = args.batch * workers;
+  chorus::DistributedSampler sampler(train.images.size(0), args.balance ? 1 : workers,
+                                     args.balance ? 0 : rank);
+  int64_t steps = sampler.num_batches(args.balance ? global_batch : args.batch,
+                                      /*drop_last_batch=*/false);
+  std::unique_ptr<chorus::BatchBalancer> balancer;
+  if (args.balance) balancer = std::make_unique<chorus::BatchBalancer>();
   if (args.max_steps > 0) steps = std::min(steps, args.max_steps);
   if (chief) {
     std::printf(
         "fashion_mnist: %d worker(s) on %d host(s), batch %lld per worker (global %lld), lr %g, "
-        "%lld steps/epoch, %d thread(s)/worker%s%s\n",
+        "%lld steps/epoch, %d thread(s)/worker%s%s%s\n",
         workers, chorus::cross_size(), static_cast<long long>(args.batch),
         static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
         args.threads, args.fp16 ? ", fp16 gradients" : "",
-        args.lockstep_only ? ", lockstep only (no averaging)" : "");
+        args.lockstep_only ? ", lockstep only (no averaging)" : "",
+        args.balance ? ", shares balanced by speed" : "");
     std::fflush(stdout);
   }
 
@@ -166,8 +180,11 @@ int main(int argc, char** argv) {
         timed_samples = 0;
       }
       const Clock::time_point t0 = reporting ? Clock::now() : Clock::time_point{};
-      auto sel = order_t.slice(0, step * args.batch,
-                               std::min<int64_t>((step + 1) * args.batch, order_t.size(0)));
+      const int64_t rows = args.balance ? global_batch : args.batch;
+      const int64_t first = step * rows, last = std::min<int64_t>(first + rows, order_t.size(0));
+      const chorus::BatchShare share =
+          balancer ? balancer->next(last - first) : chorus::BatchShare{0, last - first, 1.0};
+      auto sel = order_t.slice(0, first + share.begin, first + share.end);
       auto x = train.images.index_select(0, sel);
       auto y = train.labels.index_select(0, sel);
       const Clock::time_point t1 = reporting ? Clock::now() : t0;
@@ -176,10 +193,12 @@ int main(int argc, char** argv) {
       } else {  // set to none, as DistributedOptimizer::zero_grad() does
         for (auto& p : model->parameters()) p.mutable_grad().reset();
       }
+      const Clock::time_point computing = balancer ? Clock::now() : t0;
       auto logits = model->forward(x);
       auto loss = torch::nn::functional::cross_entropy(logits, y);
-      loss.backward();
-      const Clock::time_point t2 = reporting ? Clock::now() : t0;
+      (share.loss_scale == 1.0 ? loss : loss * share.loss_scale).backward();
+      const Clock::time_point t2 = reporting || balancer ? Clock::now() : t0;
+      if (balancer) balancer->record(since(computing, t2));
       if (averaging) {
         averaging->step();  // waits for the gradients' allreduces
       } else {
@@ -200,7 +219,7 @@ int main(int argc, char** argv) {
         chorus::report::scalar("loss", loss_sum / seen);
         chorus::report::scalar("accuracy", correct / seen);
       }
-      timed_samples += b * workers;
+      timed_samples += balancer ? static_cast<double>(last - first) : b * workers;
       if (chief && steps >= 10 && (step + 1) % (steps / 10) == 0 && step + 1 < steps) {
         std::printf("  epoch %d [%3lld%%] step %lld/%lld loss %.4f\n", epoch,
                     static_cast<long long>(100 * (step + 1) / steps),

@@ -12,6 +12,7 @@
 // docs/torch.md has the details and the measured figures.
 #pragma once
 
+#include "chorus/torch/batch_balancer.h"
 #include "chorus/torch/broadcast.h"
 #include "chorus/torch/optimizer.h"
 #include "chorus/torch/runtime.h"

@@ -14,6 +14,8 @@ void define_runtime(pybind11::module_& m);
 // The collectives, poll, synchronize, join, barrier (collectives.cc).
 void define_collectives(pybind11::module_& m);
 
+// chorus.torch.BatchBalancer and BatchShare (balance.cc).
+void define_balance(pybind11::module_& m);
 // chorus.torch.elastic's re-forming and round queries (elastic.cc).
 void define_elastic(pybind11::module_& m);
 // The registered process set `id`, for an op: ValueError (InvalidArgument) when it does not

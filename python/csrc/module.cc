@@ -10,4 +10,5 @@ PYBIND11_MODULE(_ops, m) {
   chorus::python::define_runtime(m);
   chorus::python::define_collectives(m);
   chorus::python::define_elastic(m);
+  chorus::python::define_balance(m);
 }

@@ -1,7 +1,8 @@
 // DistributedOptimizer and state broadcast: distributed gradients equal one process's on
-// the concatenated batch; backward_passes_per_step; fp16 error bound; sum and predivide;
-// bit-identical replicas after steps; zero_grad to none or to zeros; a parameter without
-// gradient on one rank; parameter and optimizer-state broadcast (SGD momentum, Adam).
+// the concatenated batch, with even shares and with BatchBalancer's;
+// backward_passes_per_step; fp16 error bound; sum and predivide; bit-identical replicas
+// after steps; zero_grad to none or to zeros; a parameter without gradient on one rank;
+// parameter and optimizer-state broadcast (SGD momentum, Adam).
 // The optimizer's tests run on both of its paths: over TCP (each gradient reduced on its
 // own, fused by the engine) and over shared memory (gradient buckets, param.grad() views
 // into memory the ranks share, each bucket reduced in shared memory), with one bucket and
@@ -86,6 +87,35 @@ TEST_P(DistributedOptimizerTest, GradientsEqualOneProcessOnConcatenatedBatch) {
     auto got = flat_grads(*m);
     EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << (got - want).abs().max().item<float>();
     expect_shared_memory(e);
+  });
+}
+
+// Uneven shares from BatchBalancer, each rank's loss scaled by its share's loss_scale: the
+// averaged gradient is still that of the whole global batch, on the step after the split
+// moved (rank 1 reported three times rank 0's time).
+TEST_P(DistributedOptimizerTest, BalancedSharesAverageToTheGlobalBatchGradient) {
+  const int64_t rows = 24;
+  const ::torch::Tensor want = reference_grads(rows);
+  EngineGroup g = group(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp(kHidden);
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), 0.0);  // the same weights at both steps
+    DistributedOptimizer opt(sgd, m->named_parameters(), on(e));
+    BatchBalancerOptions bo;
+    bo.engine = &e;
+    BatchBalancer balancer(bo);
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad();
+      const BatchShare s = balancer.next(rows);
+      EXPECT_EQ(s.rows(), step == 0 ? 12 : (r == 0 ? 18 : 6)) << "step " << step;
+      (loss_of(m, s.begin, s.end) * s.loss_scale).backward();
+      balancer.record(r == 0 ? 0.1 : 0.3);
+      opt.synchronize();
+      auto got = flat_grads(*m);
+      EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << (got - want).abs().max().item<float>();
+      opt.step();
+    }
   });
 }
 

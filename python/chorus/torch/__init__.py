@@ -14,6 +14,7 @@ and is started with ``chorusrun -np 4 python3 train.py``. See docs/python.md.
 import torch  # before _ops: the extension uses torch's Python types
 
 from chorus.torch import _ops
+from chorus.torch._ops import BatchBalancer, BatchShare  # chorus's own: docs/torch.md
 from chorus.torch.compression import Compression
 from chorus.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                     broadcast_parameters)
