@@ -3,7 +3,8 @@
 #
 # compare_training.sh says how far chorus-2 falls short of solo-2 (two single-worker jobs
 # with no communication); this says on what. Each round runs the Fashion-MNIST example of
-# compare_training.sh (batch 64/worker, 1 thread/worker) as chorus-2 and as solo-2, samples
+# compare_training.sh (batch 64/worker, 1 thread/worker) as chorus-2, as lock-2 (lockstep
+# with no averaging, --lockstep-only) and as solo-2, samples
 # both cores with `perf record -a` at 1 kHz for --window seconds once the job is warm, and
 # prints the CPU milliseconds spent per 1000 training samples in each group of code:
 #   blas     OpenBLAS (the matrix products of convolutions and linear layers)
@@ -45,6 +46,7 @@ trap 'rm -rf "$work"' EXIT
 
 rate_of() { fashion_mnist_rate "$1" "$steps" 30; }  # workers -> the job's samples/s
 chorus_2() { rate_of 2; }
+lock_2() { fashion_mnist_rate 2 "$steps" 30 --lockstep-only; }
 solo_2() { two_at_once rate_of 1; }
 
 # perf data, samples/s -> one line of CPU ms per 1000 samples by group
@@ -71,7 +73,7 @@ breakdown() {
 
 echo "# profile_training: $(cpu_model), $(getconf _NPROCESSORS_ONLN) cores, ${window} s of perf at 1 kHz per run"
 for ((i = 1; i <= rounds; i++)); do
-  for mode in chorus_2 solo_2; do
+  for mode in chorus_2 lock_2 solo_2; do
     cores=$(core_round_trip)
     "$mode" >"$work/rate" &
     job=$!
