@@ -9,7 +9,7 @@
 // The result is the same as training on the whole global batch in one process, provided
 // each rank scales its mean loss by BatchShare::loss_scale before backward:
 //
-//   chorus::BatchBalancer balancer(global_batch);
+//   chorus::BatchBalancer balancer;
 //   for each step:
 //     chorus::BatchShare s = balancer.next(rows_in_this_global_batch);
 //     t0 = now; loss = loss_fn(model(x[s.begin:s.end]), y[s.begin:s.end]) * s.loss_scale;
