@@ -25,6 +25,7 @@ measure() {
   before=$(cpu_line); rate=$("$@"); after=$(cpu_line); steal=$(steal_pct "$before" "$after")
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }  # a b -> a / b
 # The CPU as lscpu names it: every figure is printed next to it.
 cpu_model() { lscpu | sed -n 's/^Model name: *//p' | head -1; }
 # Debian's OpenBLAS 0.3.21 does not know some recent Intel CPUs and falls back to its

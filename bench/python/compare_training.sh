@@ -52,7 +52,6 @@ py_rate() {  # backend workers [script args...] -> samples/s
     sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
 cpp_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
 
 declare -a p1 p2 l2 b2 d1 d2 s2 c2 r_solo r_ddp r_cpp r_lock r_averaging r_balanced
 echo "# python compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"

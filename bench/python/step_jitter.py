@@ -96,20 +96,22 @@ def describe(name, ms):
              statistics.pstdev(ms), autocorrelation(ms)))
 
 
+def solo_rate(a, b):  # 64-row steps per ms of the two workers on their own
+    return 1 / statistics.mean(a) + 1 / statistics.mean(b)
+
+
 def lockstep_ratio(a, b):
-    solo = 1 / statistics.mean(a) + 1 / statistics.mean(b)
-    return 2 / statistics.mean([max(x, y) for x, y in zip(a, b)]) / solo
+    return 2 / statistics.mean([max(x, y) for x, y in zip(a, b)]) / solo_rate(a, b)
 
 
 def balanced_ratio(a, b, rows=128, least=32):
     # BatchBalancer's split from the step before (even at the first); per-row time of a
     # step taken as its 64-row time / 64.
-    solo = 1 / statistics.mean(a) + 1 / statistics.mean(b)
     steps, na = [], rows // 2
     for x, y in zip(a, b):
         steps.append(max(na * x, (rows - na) * y) / 64)
         na = min(max(round(rows * y / (x + y)), least), rows - least)  # rates 1/x : 1/y
-    return rows / 64 / statistics.mean(steps) / solo
+    return rows / 64 / statistics.mean(steps) / solo_rate(a, b)
 
 
 def main():

@@ -62,8 +62,8 @@ for ((i = 1; i <= repeat; i++)); do
   measure ddp_rate 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
   measure ddp_rate 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
   measure two_at_once chorus_rate 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
-  vs_solo+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
-  vs_ddp+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
+  vs_solo+=("$(ratio "${c2[-1]}" "${s2[-1]}")")
+  vs_ddp+=("$(ratio "${c2[-1]}" "${d2[-1]}")")
   echo "$line"
 done
 awk -v c1="$(median "${c1[@]}")" -v c2="$(median "${c2[@]}")" -v d1="$(median "${d1[@]}")" \

@@ -72,7 +72,7 @@ declare -a c1 c2 l2 b2 d1 d2 s2 ceiling_share ceiling_ratio
 echo "# compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# OpenBLAS core: ${blas_core:-unknown}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# $(getconf _NPROCESSORS_ONLN) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -a ratio solo_ratio lock_ratio averaging_ratio balanced_ratio
+declare -a ddp_ratio solo_ratio lock_ratio averaging_ratio balanced_ratio
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
   measure chorus_rate 1; c1+=("$rate"); line+="  chorus-1 $rate (steal $steal%, cores $cores ns)"
@@ -87,15 +87,15 @@ for ((i = 1; i <= repeat; i++)); do
   ceiling_share+=("$(lockstep_share "$cpu0" "$cpu1")")
   ceiling_ratio+=("$(awk -v a="${c2[-1]}" -v b="$cpu0" -v c="$cpu1" \
     'BEGIN {m = b < c ? b : c; print (m > 0 ? a / (2 * m) : 0)}')")
-  ratio+=("$(awk -v a="${c2[-1]}" -v b="${d2[-1]}" 'BEGIN {print a / b}')")
-  solo_ratio+=("$(awk -v a="${c2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
-  lock_ratio+=("$(awk -v a="${l2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
-  averaging_ratio+=("$(awk -v a="${c2[-1]}" -v b="${l2[-1]}" 'BEGIN {print a / b}')")
-  balanced_ratio+=("$(awk -v a="${b2[-1]}" -v b="${s2[-1]}" 'BEGIN {print a / b}')")
+  ddp_ratio+=("$(ratio "${c2[-1]}" "${d2[-1]}")")
+  solo_ratio+=("$(ratio "${c2[-1]}" "${s2[-1]}")")
+  lock_ratio+=("$(ratio "${l2[-1]}" "${s2[-1]}")")
+  averaging_ratio+=("$(ratio "${c2[-1]}" "${l2[-1]}")")
+  balanced_ratio+=("$(ratio "${b2[-1]}" "${s2[-1]}")")
   echo "$line"
 done
 mc1=$(median "${c1[@]}"); mc2=$(median "${c2[@]}"); md1=$(median "${d1[@]}"); md2=$(median "${d2[@]}")
-ms2=$(median "${s2[@]}"); mr=$(median "${ratio[@]}"); msr=$(median "${solo_ratio[@]}")
+ms2=$(median "${s2[@]}"); mr=$(median "${ddp_ratio[@]}"); msr=$(median "${solo_ratio[@]}")
 mcs=$(median "${ceiling_share[@]}"); mcr=$(median "${ceiling_ratio[@]}")
 ml2=$(median "${l2[@]}"); mlr=$(median "${lock_ratio[@]}"); mar=$(median "${averaging_ratio[@]}")
 mb2=$(median "${b2[@]}"); mbr=$(median "${balanced_ratio[@]}")

@@ -72,7 +72,9 @@ std::vector<int64_t> balanced_rows(const std::vector<double>& rates, int64_t row
 }
 
 BatchBalancer::BatchBalancer(BatchBalancerOptions options)
-    : options_(std::move(options)), engine_(detail::engine_or_default(options_.engine)) {
+    : options_(std::move(options)),
+      engine_(detail::engine_or_default(options_.engine)),
+      rates_(static_cast<size_t>(engine_.size()), 0.0) {  // no rates yet: even shares
   CHORUS_CHECK_ARG(options_.min_share > 0 && options_.min_share <= 1,
                    "BatchBalancer: min_share must be in (0, 1], got ", options_.min_share);
 }
@@ -90,7 +92,6 @@ BatchShare BatchBalancer::next(int64_t rows) {
     done.wait();
     take_rates(done);
   }
-  rates_.resize(static_cast<size_t>(engine_.size()), 0.0);
   rows_ = balanced_rows(rates_, rows, options_.min_share);
   const int me = engine_.rank();
   BatchShare share;
@@ -118,7 +119,6 @@ void BatchBalancer::take_rates(const Handle& done) {
   CHORUS_CHECK_ARG(done.bytes() == ranks * sizeof sent_, "BatchBalancer: the allgather of ",
                    "rates returned ", done.bytes(), " bytes");
   const auto* got = static_cast<const double*>(done.data());
-  rates_.resize(ranks);
   for (size_t r = 0; r < ranks; ++r) {
     // Ranks that split different batches took overlapping rows: say so on every rank.
     CHORUS_CHECK_ARG(got[2 * r + 1] == sent_[1], "BatchBalancer: the ranks split different ",

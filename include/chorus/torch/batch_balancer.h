@@ -82,7 +82,7 @@ class BatchBalancer {
  private:
   BatchBalancerOptions options_;
   Engine& engine_;
-  std::vector<double> rates_;  // samples/s per rank from the last completed allgather
+  std::vector<double> rates_;  // samples/s per rank from the last allgather; 0 before one
   std::vector<int64_t> rows_;  // of the last next()
   double sent_[2] = {0, 0};    // the allgather's input (rate, rows); lives until it finishes
   Handle pending_;
