@@ -76,4 +76,5 @@ awk -v c1="$(median "${c1[@]}")" -v c2="$(median "${c2[@]}")" -v d1="$(median "$
   printf "chorus-2 / solo-2 = %.2fx (bar >= 0.95: %s); chorus-2 / ddp-2 = %.2fx (bar >= 1.3: %s)\n",
          c2 / s2, (c2 / s2 >= 0.95 ? "met" : "NOT met"), c2 / d2, (c2 / d2 >= 1.3 ? "met" : "NOT met");
   printf "medians of each run'"'"'s own ratios: chorus-2 / solo-2 = %.2fx, chorus-2 / ddp-2 = %.2fx\n", rs, rd;
+  printf "solo-2 / ddp-2 = %.2fx: chorus-2 / ddp-2 if chorus-2 ran as fast as solo-2 (no communication)\n", s2 / d2;
 }'
