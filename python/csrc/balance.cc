@@ -65,8 +65,9 @@ void define_balance(py::module_& m) {
   py::class_<Balancer>(m, "BatchBalancer",
                        "Splits each step's global batch among the ranks by the speed each "
                        "showed in the step before (docs/torch.md).")
-      .def(py::init<double, const std::string&>(), py::arg("min_share") = 0.5,
-           py::arg("name") = "chorus.balance")
+      .def(py::init<double, const std::string&>(),
+           py::arg("min_share") = BatchBalancerOptions{}.min_share,
+           py::arg("name") = BatchBalancerOptions{}.name)
       .def("next", &Balancer::next, py::arg("rows"),
            "This rank's share of the coming step's global batch of `rows`.")
       .def("record", &Balancer::record, py::arg("seconds"),
