@@ -15,8 +15,6 @@
 #include "chorus/torch/tensor_ops.h"
 #include "errors.h"
 #include "pending_ops.h"
-#include "torch/gradient_buckets.h"
-#include "torch/shared_heap.h"
 #include "util/env.h"
 
 namespace py = pybind11;
@@ -216,49 +214,9 @@ int64_t join_async() {
   });
 }
 
-// Engine::alloc_shared on the set; the result (synchronize) is the memory as a uint8
-// tensor when the set's ranks share it, else None (DistributedOptimizer's gradient buckets).
-int64_t alloc_shared_async(const std::string& name, int64_t bytes, int set_id) {
-  CHORUS_CHECK_ARG(bytes > 0, "alloc_shared '", name, "': ", bytes, " bytes");
-  return submit(PendingOp::Kind::kAllocShared, set_id, {name},
-                [&](ProcessSet& set, PendingOp& pending) {
-                  pending.handle = set.engine().alloc_shared(name, static_cast<size_t>(bytes));
-                });
-}
+}  // namespace
 
-py::object shared_tensor(const SharedBuffer& memory) {
-  if (!memory.shared()) return py::none();
-  return py::cast(at::from_blob(
-      memory.data(), {static_cast<int64_t>(memory.size())}, [memory](void*) {},
-      at::TensorOptions().dtype(at::kByte)));
-}
-
-// Where DistributedOptimizer's buckets go (src/torch/gradient_buckets.h): the layout of
-// `params` (by size and dtype) as (total bytes, [(offset, bytes, [parameter indices])]),
-// offsets in bytes from the allocation's start; every parameter's slice follows from its
-// bucket's order. On the world's set, where the shared heap is, parameters of
-// kInPlaceMinBytes or more are in no bucket: their gradients are reduced where they are.
-py::tuple plan_buckets(const std::vector<at::Tensor>& params, int64_t bucket_bytes,
-                       int process_set_id) {
-  CHORUS_CHECK_ARG(bucket_bytes > 0, "bucket_bytes must be positive, not ", bucket_bytes);
-  std::vector<detail::BucketParam> sizes;
-  for (const auto& p : params) {
-    sizes.push_back(
-        {static_cast<size_t>(p.numel()) * p.element_size(), to_chorus_dtype(p.scalar_type())});
-  }
-  // Gradients born in shared memory (the world's heap) are reduced where they are.
-  const detail::BucketLayout layout = detail::plan_buckets(
-      sizes, static_cast<size_t>(bucket_bytes), detail::in_place_min_bytes(process_set_id == 0));
-  py::list buckets;
-  for (const auto& b : layout.buckets) {
-    buckets.append(py::make_tuple(b.offset, b.bytes, py::cast(b.params)));
-  }
-  return py::make_tuple(layout.total_bytes, buckets, py::cast(layout.offset_of));
-}
-
-// Waits in slices with the GIL released: a pending signal (Ctrl-C) raises in between, and
-// the whole wait is bounded by CHORUS_TIMEOUT_SECONDS (the op then stays pending).
-void wait_interruptibly(const PendingOp& op) {
+void wait_interruptibly(const std::function<bool(std::chrono::milliseconds)>& wait_for) {
   constexpr auto kSlice = std::chrono::milliseconds(50);
   const auto limit = default_timeout();
   const auto start = std::chrono::steady_clock::now();
@@ -266,7 +224,7 @@ void wait_interruptibly(const PendingOp& op) {
     bool done;
     {
       py::gil_scoped_release no_gil;
-      done = op.wait_for(kSlice);
+      done = wait_for(kSlice);
     }
     if (done) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -276,6 +234,8 @@ void wait_interruptibly(const PendingOp& op) {
     }
   }
 }
+
+namespace {
 
 at::Tensor int32_tensor(const std::vector<int64_t>& values) {
   at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kInt);
@@ -303,9 +263,6 @@ py::object result_of(PendingOp& op) {
     case PendingOp::Kind::kJoin:
       op.handle.wait();
       return py::int_(op.handle.last_joined_rank());
-    case PendingOp::Kind::kAllocShared:
-      op.handle.wait();
-      return shared_tensor(op.handle.shared_buffer());
   }
   return py::none();
 }
@@ -313,7 +270,7 @@ py::object result_of(PendingOp& op) {
 py::object synchronize(int64_t id) {
   auto op = pending_ops().find(id);
   if (!op) return py::none();  // as Horovod: an unknown or finished handle
-  wait_interruptibly(*op);
+  wait_interruptibly([&](std::chrono::milliseconds t) { return op->wait_for(t); });
   pending_ops().erase(id);
   try {
     return result_of(*op);
@@ -347,8 +304,6 @@ void define_collectives(py::module_& m) {
   m.def("grouped_reducescatter_async", &grouped_reducescatter_async);
   m.def("barrier_async", &barrier_async);
   m.def("join_async", &join_async);
-  m.def("alloc_shared_async", &alloc_shared_async);
-  m.def("plan_buckets", &plan_buckets);
   m.def("poll", &poll);
   m.def("synchronize", &synchronize);
 }

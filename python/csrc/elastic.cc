@@ -26,6 +26,7 @@ void define_elastic(py::module_& m) {
     pending_ops().clear();  // handles of the old world's ops
     py::gil_scoped_release no_gil;
     detail::reform_world();
+    detach_gradient_reducers();
   });
 }
 

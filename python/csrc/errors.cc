@@ -42,16 +42,28 @@ void define_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const InvalidArgument& e) {
-      raise(PyExc_ValueError, e.what());
-    } catch (const TimeoutError& e) {
-      raise(g_timeout, e.what());
-    } catch (const IoError& e) {
-      raise(g_peer, e.what());
-    } catch (const Error& e) {
-      raise(g_internal, e.what());
+    } catch (const Error&) {
+      set_python_error(std::current_exception());
     }
   });
+}
+
+void set_python_error(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const TimeoutError& e) {
+    PyErr_SetString(g_timeout, e.what());
+  } catch (const IoError& e) {
+    PyErr_SetString(g_peer, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(g_internal, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
 }
 
 void raise_collective_error(std::exception_ptr error) {

@@ -20,6 +20,11 @@ namespace chorus::python {
 // ValueError / PeerError / CollectiveTimeout.
 void define_errors(pybind11::module_& m);
 
+// Sets (does not raise) the Python error for `error`, thrown by a call: InvalidArgument is
+// ValueError, TimeoutError CollectiveTimeout, IoError PeerError, other chorus errors
+// HorovodInternalError, anything else RuntimeError. REQUIRES: the GIL.
+void set_python_error(std::exception_ptr error);
+
 // Raises the Python error for `error`, which a collective's wait rethrew: InvalidArgument
 // becomes MismatchError here (the ranks disagreed), not ValueError.
 [[noreturn]] void raise_collective_error(std::exception_ptr error);

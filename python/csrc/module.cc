@@ -9,6 +9,7 @@ PYBIND11_MODULE(_ops, m) {
   chorus::python::define_errors(m);
   chorus::python::define_runtime(m);
   chorus::python::define_collectives(m);
+  chorus::python::define_reducer(m);
   chorus::python::define_elastic(m);
   chorus::python::define_balance(m);
 }

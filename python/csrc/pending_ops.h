@@ -30,16 +30,15 @@ namespace chorus::python {
 
 struct PendingOp {
   enum class Kind {
-    kTensor,       // result: one tensor
-    kGroup,        // result: a list of tensors
-    kAlltoall,     // result: (tensor, received splits as an int32 tensor)
-    kBarrier,      // result: None
-    kJoin,         // result: the last rank to join
-    kAllocShared,  // result: a uint8 tensor over memory the ranks share, or None
+    kTensor,    // result: one tensor
+    kGroup,     // result: a list of tensors
+    kAlltoall,  // result: (tensor, received splits as an int32 tensor)
+    kBarrier,   // result: None
+    kJoin,      // result: the last rank to join
   };
   Kind kind = Kind::kTensor;
   std::vector<TensorHandle> tensors;  // kTensor, kGroup, kAlltoall
-  Handle handle;                      // kBarrier, kJoin, kAllocShared
+  Handle handle;                      // kBarrier, kJoin
   // The process set's engine stays alive while its ops are pending.
   std::shared_ptr<ProcessSet> set;
   int set_id = 0;

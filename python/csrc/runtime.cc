@@ -47,6 +47,7 @@ void shutdown_job() {
   py::gil_scoped_release no_gil;
   chorus::shutdown();
   pending_ops().clear();
+  detach_gradient_reducers();  // their reductions failed with the engine: no wait
 }
 
 Engine& engine_checked() {

@@ -1,7 +1,7 @@
-// DistributedOptimizer (include/chorus/torch/optimizer.h): a post-hook on each parameter's
-// gradient accumulator starts its allreduce (or, with gradient buckets, its bucket's once
-// the bucket is full); synchronize() fills in the parameters whose hook did not fire and
-// waits for everything.
+// DistributedOptimizer (include/chorus/torch/optimizer.h) and the GradientReducer behind it
+// (torch/gradient_reducer.h): a post-hook on each parameter's gradient accumulator starts
+// its allreduce (or, with gradient buckets, its bucket's once the bucket is full);
+// synchronize() fills in the parameters whose hook did not fire and waits for everything.
 #include "chorus/torch/optimizer.h"
 
 #include <ATen/Functions.h>
@@ -16,9 +16,11 @@
 #include "chorus/torch/runtime.h"
 #include "chorus/torch/tensor_ops.h"
 #include "torch/gradient_buckets.h"
+#include "torch/gradient_reducer.h"
 #include "torch/shared_heap.h"
 
 namespace chorus {
+namespace detail {
 
 namespace {
 
@@ -30,8 +32,9 @@ struct Slot {
   // keeps only a weak reference and would otherwise build a new one per backward.
   std::shared_ptr<::torch::autograd::Node> accumulator;
   uintptr_t hook_key = 0;
-  int passes = 0;          // gradients accumulated since the last step()
-  bool submitted = false;  // reduction started this step (its own or its bucket's)
+  int passes = 0;          // gradients accumulated since the last round
+  bool submitted = false;  // reduction started this round (its own or its bucket's)
+  bool sparse = false;     // its gradient was sparse this round: left to the caller
   at::Tensor wire;         // the buffer being reduced (the grad, or its float16 copy)
   Handle handle;
   int bucket = -1;  // with gradient buckets: its bucket, and its grad's place in it
@@ -50,17 +53,20 @@ struct Bucket {
 
 }  // namespace
 
-struct DistributedOptimizer::State {
-  std::mutex mu;
+struct GradientReducer::State {
+  mutable std::mutex mu;
   DistributedOptimizerOptions options;
-  Engine* engine = nullptr;
+  HookErrorHandler on_hook_error;
+  Engine* engine = nullptr;  // nullptr once detached
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;  // empty: every gradient reduced on its own
   Handle bucket_memory;         // alloc_shared in flight, until the first gradient
   detail::BucketLayout layout;
-  bool synchronized = false;  // synchronize() done since the last step()
+  bool synchronized = false;  // synchronize() done this round
 
   void on_gradient(size_t i);
+  void new_round();
+  void start(Slot& slot);
   void submit(Slot& slot);
   void wait_all();
   void wait_all_quietly() noexcept;
@@ -75,18 +81,25 @@ namespace {
 
 class GradientReadyHook : public ::torch::autograd::FunctionPostHook {
  public:
-  GradientReadyHook(std::weak_ptr<DistributedOptimizer::State> state, size_t index)
+  GradientReadyHook(std::weak_ptr<GradientReducer::State> state, size_t index)
       : state_(std::move(state)), index_(index) {}
 
   ::torch::autograd::variable_list operator()(
       const ::torch::autograd::variable_list& outputs,
       const ::torch::autograd::variable_list& /*inputs*/) override {
-    if (auto s = state_.lock()) s->on_gradient(index_);
+    auto s = state_.lock();
+    if (!s) return outputs;
+    try {
+      s->on_gradient(index_);
+    } catch (...) {
+      if (!s->on_hook_error) throw;
+      s->on_hook_error(std::current_exception());
+    }
     return outputs;
   }
 
  private:
-  std::weak_ptr<DistributedOptimizer::State> state_;
+  std::weak_ptr<GradientReducer::State> state_;
   size_t index_;
 };
 
@@ -104,27 +117,62 @@ bool compressible(const at::Tensor& t) {
 
 }  // namespace
 
-void DistributedOptimizer::State::on_gradient(size_t i) {
+void GradientReducer::State::on_gradient(size_t i) {
   std::lock_guard<std::mutex> lock(mu);
+  if (engine == nullptr) return;  // detached
+  if (synchronized) new_round();
   Slot& slot = slots[i];
   ++slot.passes;
-  CHORUS_CHECK_ARG(
-      slot.passes <= options.backward_passes_per_step && !slot.submitted,
-      "DistributedOptimizer: gradient of '", slot.name, "' computed ", slot.passes,
-      " times before step() (backward_passes_per_step = ", options.backward_passes_per_step, ")");
+  if (slot.passes > options.backward_passes_per_step || slot.submitted) {
+    CHORUS_THROW(TooManyBackwardPasses, "gradient of '", slot.name, "' computed ", slot.passes,
+                 " times, more than backward_passes_per_step (", options.backward_passes_per_step,
+                 ") before the optimizer's step: increase backward_passes_per_step to "
+                 "accumulate gradients locally");
+  }
   if (slot.passes < options.backward_passes_per_step) return;
+  start(slot);
+}
+
+// REQUIRES: mu held (from here on).
+void GradientReducer::State::new_round() {
+  for (Slot& slot : slots) {
+    slot.passes = 0;
+    slot.submitted = false;
+    slot.sparse = false;
+  }
+  for (Bucket& bucket : buckets) {
+    bucket.ready = 0;
+    bucket.submitted = false;
+  }
+  synchronized = false;
+}
+
+// Starts the slot's reduction, or its bucket's.
+void GradientReducer::State::start(Slot& slot) {
   make_buckets();
-  if (slot.bucket < 0) return submit(slot);
-  adopt_gradient(slot);
+  const at::Tensor& grad = slot.param.grad();
+  slot.sparse = grad.defined() && grad.is_sparse();
+  if (slot.bucket < 0) {
+    if (slot.sparse) {
+      slot.submitted = true;
+      return;
+    }
+    return submit(slot);
+  }
+  if (slot.sparse) {
+    at::NoGradGuard no_grad;
+    slot.view.zero_();  // its bucket goes on without it
+  } else {
+    adopt_gradient(slot);
+  }
   slot.submitted = true;
   Bucket& bucket = buckets[slot.bucket];
   if (++bucket.ready == bucket.slots.size()) submit(bucket);
 }
 
-// REQUIRES: mu held (all the bucket functions).
 // Buckets when gradients are averaged or summed as they are (no float16 copies) over
 // ranks that may share memory; whether they do is known when the memory arrives.
-void DistributedOptimizer::State::request_buckets() {
+void GradientReducer::State::request_buckets() {
   if (options.bucket_bytes == 0 || options.fp16_compression || engine->size() < 2) return;
   std::vector<detail::BucketParam> params;
   for (const Slot& slot : slots) {
@@ -140,7 +188,7 @@ void DistributedOptimizer::State::request_buckets() {
 
 // Waits for the memory the first time a gradient needs it: where it is shared, each
 // parameter's grad becomes a tensor over its place in a bucket.
-void DistributedOptimizer::State::make_buckets() {
+void GradientReducer::State::make_buckets() {
   if (!bucket_memory.valid()) return;
   Handle request = std::move(bucket_memory);
   bucket_memory = Handle();
@@ -169,7 +217,7 @@ void DistributedOptimizer::State::make_buckets() {
 // Makes the parameter's grad its view: a gradient autograd put elsewhere (the first
 // backward, after zero_grad(set_to_none), under create_graph) is copied in; an undefined
 // one is zeros, so every rank reduces every bucket.
-void DistributedOptimizer::State::adopt_gradient(Slot& slot) {
+void GradientReducer::State::adopt_gradient(Slot& slot) {
   at::NoGradGuard no_grad;
   at::Tensor& grad = slot.param.mutable_grad();
   if (grad.defined() && grad.data_ptr() == slot.view.data_ptr() &&
@@ -184,7 +232,7 @@ void DistributedOptimizer::State::adopt_gradient(Slot& slot) {
   grad = slot.view;
 }
 
-void DistributedOptimizer::State::submit(Bucket& bucket) {
+void GradientReducer::State::submit(Bucket& bucket) {
   const bool average = options.op == ReduceOp::kAverage;
   const double f = options.gradient_predivide_factor;
   bucket.handle =
@@ -194,8 +242,7 @@ void DistributedOptimizer::State::submit(Bucket& bucket) {
   bucket.submitted = true;
 }
 
-// REQUIRES: mu held.
-void DistributedOptimizer::State::submit(Slot& slot) {
+void GradientReducer::State::submit(Slot& slot) {
   at::Tensor& grad = slot.param.mutable_grad();
   // A gradient this rank did not produce: zeros, so that every rank submits every name.
   if (!grad.defined()) grad = at::zeros_like(slot.param);
@@ -210,7 +257,7 @@ void DistributedOptimizer::State::submit(Slot& slot) {
   slot.submitted = true;
 }
 
-void DistributedOptimizer::State::wait_all() {
+void GradientReducer::State::wait_all() {
   at::NoGradGuard no_grad;
   for (Bucket& bucket : buckets) {
     Handle h = std::move(bucket.handle);
@@ -228,46 +275,24 @@ void DistributedOptimizer::State::wait_all() {
   }
 }
 
-void DistributedOptimizer::State::wait_all_quietly() noexcept {
+void GradientReducer::State::wait_all_quietly() noexcept {
   std::vector<Handle*> handles{&bucket_memory};
   for (Bucket& bucket : buckets) handles.push_back(&bucket.handle);
+  for (Slot& slot : slots) handles.push_back(&slot.handle);
   for (Handle* h : handles) {
     try {
       if (h->valid()) h->wait();
     } catch (...) {
-      // As below.
+      // Detaching: the engine is stopping or failed; the error was reported elsewhere.
     }
     *h = Handle();
   }
-  for (Slot& slot : slots) {
-    try {
-      if (slot.handle.valid()) slot.handle.wait();
-    } catch (...) {
-      // Destruction: the engine is stopping or failed; the error was reported elsewhere.
-    }
-    slot.handle = Handle();
-  }
 }
 
-DistributedOptimizer::DistributedOptimizer(
-    ::torch::optim::Optimizer& optimizer,
-    const ::torch::OrderedDict<std::string, at::Tensor>& named_parameters,
-    DistributedOptimizerOptions options)
-    : optimizer_(optimizer), state_(std::make_shared<State>()) {
-  state_->options = std::move(options);
-  install_hooks(&named_parameters);
-}
-
-DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
-                                           DistributedOptimizerOptions options)
-    : optimizer_(optimizer), state_(std::make_shared<State>()) {
-  state_->options = std::move(options);
-  install_hooks(nullptr);
-}
-
-void DistributedOptimizer::install_hooks(
-    const ::torch::OrderedDict<std::string, at::Tensor>* named_parameters) {
-  const DistributedOptimizerOptions& o = state_->options;
+GradientReducer::GradientReducer(std::vector<Param> params, DistributedOptimizerOptions options,
+                                 HookErrorHandler on_hook_error)
+    : state_(std::make_shared<State>()) {
+  const DistributedOptimizerOptions& o = state_->options = std::move(options);
   CHORUS_CHECK_ARG(o.op == ReduceOp::kAverage || o.op == ReduceOp::kSum,
                    "DistributedOptimizer: op must be average or sum, got ", reduce_op_name(o.op));
   CHORUS_CHECK_ARG(o.backward_passes_per_step >= 1,
@@ -276,31 +301,16 @@ void DistributedOptimizer::install_hooks(
   CHORUS_CHECK_ARG(o.gradient_predivide_factor > 0,
                    "DistributedOptimizer: gradient_predivide_factor must be > 0, got ",
                    o.gradient_predivide_factor);
+  state_->on_hook_error = std::move(on_hook_error);
   state_->engine = &detail::engine_or_default(o.engine);
-
-  std::unordered_map<const void*, std::string> names;
-  if (named_parameters) {
-    for (const auto& item : *named_parameters) {
-      names.emplace(item.value().unsafeGetTensorImpl(), item.key());
-    }
-  }
-  std::unordered_map<const void*, bool> seen;
-  auto& groups = optimizer_.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& params = groups[g].params();
-    for (size_t j = 0; j < params.size(); ++j) {
-      const at::Tensor& p = params[j];
-      if (!p.requires_grad() || !seen.emplace(p.unsafeGetTensorImpl(), true).second) continue;
-      CHORUS_CHECK_ARG(p.is_leaf(), "DistributedOptimizer: parameter ", g, ".", j,
-                       " is not a leaf tensor");
-      check_tensor(p, "DistributedOptimizer");
-      auto it = names.find(p.unsafeGetTensorImpl());
-      Slot slot;
-      slot.param = p;
-      slot.name = o.name_prefix +
-                  (it != names.end() ? it->second : std::to_string(g) + "." + std::to_string(j));
-      state_->slots.push_back(std::move(slot));
-    }
+  for (Param& p : params) {
+    CHORUS_CHECK_ARG(p.tensor.requires_grad() && p.tensor.is_leaf(),
+                     "DistributedOptimizer: ", p.name, " is not a leaf tensor that requires grad");
+    check_tensor(p.tensor, "DistributedOptimizer");
+    Slot slot;
+    slot.param = std::move(p.tensor);
+    slot.name = o.name_prefix + p.name;
+    state_->slots.push_back(std::move(slot));
   }
   state_->request_buckets();
   for (size_t i = 0; i < state_->slots.size(); ++i) {
@@ -311,46 +321,158 @@ void DistributedOptimizer::install_hooks(
   }
 }
 
-DistributedOptimizer::~DistributedOptimizer() {
+GradientReducer::~GradientReducer() { detach(); }
+
+void GradientReducer::detach() {
   std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->engine == nullptr) return;
   state_->wait_all_quietly();
   for (Slot& slot : state_->slots) {
     if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook_key);
+    slot.accumulator.reset();
   }
+  state_->engine = nullptr;
 }
 
-void DistributedOptimizer::synchronize() {
+bool GradientReducer::detached() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->engine == nullptr;
+}
+
+void GradientReducer::submit_remaining() {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->synchronized) return;
   state_->make_buckets();
   for (Slot& slot : state_->slots) {
-    if (slot.submitted) continue;
-    if (slot.bucket < 0) {
-      state_->submit(slot);
-    } else {
-      state_->adopt_gradient(slot);
-    }
+    if (!slot.submitted) state_->start(slot);
   }
   for (Bucket& bucket : state_->buckets) {
     if (!bucket.submitted) state_->submit(bucket);
   }
+}
+
+bool GradientReducer::wait_for(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (const Bucket& bucket : state_->buckets) {
+    if (bucket.handle.valid() && !bucket.handle.wait_for(timeout)) return false;
+  }
+  for (const Slot& slot : state_->slots) {
+    if (slot.handle.valid() && !slot.handle.wait_for(timeout)) return false;
+  }
+  return true;
+}
+
+void GradientReducer::synchronize() {
+  submit_remaining();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->synchronized) return;
+  state_->synchronized = true;  // also when a wait throws: the round's reductions are over
   state_->wait_all();
-  state_->synchronized = true;
+}
+
+void GradientReducer::next_round() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->new_round();
+}
+
+bool GradientReducer::in_flight() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->synchronized) return false;
+  for (const Slot& slot : state_->slots) {
+    if (slot.passes > 0 || slot.submitted) return true;
+  }
+  return false;
+}
+
+std::vector<size_t> GradientReducer::sparse_params() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < state_->slots.size(); ++i) {
+    if (state_->slots[i].sparse) out.push_back(i);
+  }
+  return out;
+}
+
+bool GradientReducer::buckets_active() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->make_buckets();
+  return !state_->buckets.empty();
+}
+
+bool GradientReducer::in_bucket(size_t i) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  CHORUS_CHECK_ARG(i < state_->slots.size(), "no parameter ", i);
+  return state_->slots[i].view.defined();
+}
+
+const DistributedOptimizerOptions& GradientReducer::options() const { return state_->options; }
+
+void GradientReducer::set_backward_passes_per_step(int passes) {
+  CHORUS_CHECK_ARG(passes >= 1, "backward_passes_per_step must be >= 1, got ", passes);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->options.backward_passes_per_step = passes;
+}
+
+}  // namespace detail
+
+namespace {
+
+// The optimizer's parameters that require grad, once each, named by `named_parameters`
+// or else "<group>.<index>".
+std::vector<detail::GradientReducer::Param> reduced_params(
+    ::torch::optim::Optimizer& optimizer,
+    const ::torch::OrderedDict<std::string, at::Tensor>* named_parameters) {
+  std::unordered_map<const void*, std::string> names;
+  if (named_parameters) {
+    for (const auto& item : *named_parameters) {
+      names.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    }
+  }
+  std::unordered_map<const void*, bool> seen;
+  std::vector<detail::GradientReducer::Param> out;
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& params = groups[g].params();
+    for (size_t j = 0; j < params.size(); ++j) {
+      const at::Tensor& p = params[j];
+      if (!p.requires_grad() || !seen.emplace(p.unsafeGetTensorImpl(), true).second) continue;
+      auto it = names.find(p.unsafeGetTensorImpl());
+      out.push_back(
+          {it != names.end() ? it->second : std::to_string(g) + "." + std::to_string(j), p});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+DistributedOptimizer::DistributedOptimizer(
+    ::torch::optim::Optimizer& optimizer,
+    const ::torch::OrderedDict<std::string, at::Tensor>& named_parameters,
+    DistributedOptimizerOptions options)
+    : optimizer_(optimizer),
+      reducer_(std::make_unique<detail::GradientReducer>(
+          reduced_params(optimizer, &named_parameters), std::move(options))) {}
+
+DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
+                                           DistributedOptimizerOptions options)
+    : optimizer_(optimizer),
+      reducer_(std::make_unique<detail::GradientReducer>(reduced_params(optimizer, nullptr),
+                                                         std::move(options))) {}
+
+DistributedOptimizer::~DistributedOptimizer() = default;
+
+void DistributedOptimizer::synchronize() {
+  reducer_->synchronize();
+  CHORUS_CHECK_ARG(reducer_->sparse_params().empty(),
+                   "DistributedOptimizer: sparse gradients are not supported in C++ (use a "
+                   "dense embedding, or chorus.torch's optimizer in Python)");
 }
 
 void DistributedOptimizer::step() {
   synchronize();
   optimizer_.step();
-  std::lock_guard<std::mutex> lock(state_->mu);
-  for (Slot& slot : state_->slots) {
-    slot.passes = 0;
-    slot.submitted = false;
-  }
-  for (Bucket& bucket : state_->buckets) {
-    bucket.ready = 0;
-    bucket.submitted = false;
-  }
-  state_->synchronized = false;
+  reducer_->next_round();
 }
 
 void DistributedOptimizer::zero_grad(bool set_to_none) {
@@ -360,6 +482,8 @@ void DistributedOptimizer::zero_grad(bool set_to_none) {
   }
 }
 
-const DistributedOptimizerOptions& DistributedOptimizer::options() const { return state_->options; }
+const DistributedOptimizerOptions& DistributedOptimizer::options() const {
+  return reducer_->options();
+}
 
 }  // namespace chorus

@@ -1,8 +1,9 @@
 // DistributedOptimizer and state broadcast: distributed gradients equal one process's on
 // the concatenated batch, with even shares and with BatchBalancer's;
 // backward_passes_per_step; fp16 error bound; sum and predivide; bit-identical replicas
-// after steps; zero_grad to none or to zeros; a parameter without gradient on one rank;
-// parameter and optimizer-state broadcast (SGD momentum, Adam).
+// after steps; zero_grad to none or to zeros; a parameter without gradient on one rank; a
+// sparse gradient as a clear error; parameter and optimizer-state broadcast (SGD momentum,
+// Adam).
 // The optimizer's tests run on both of its paths: over TCP (each gradient reduced on its
 // own, fused by the engine) and over shared memory (gradient buckets, param.grad() views
 // into memory the ranks share, each bucket reduced in shared memory), with one bucket and
@@ -146,7 +147,7 @@ TEST_P(DistributedOptimizerTest, BackwardPassesPerStepAccumulatesLocally) {
     loss_of(m, 0, 4).backward();
     loss_of(m, 0, 4).backward();
     std::string err = error_of<std::exception>([&] { loss_of(m, 0, 4).backward(); });
-    EXPECT_NE(err.find("before step()"), std::string::npos) << err;
+    EXPECT_NE(err.find("more than backward_passes_per_step (2)"), std::string::npos) << err;
     opt.synchronize();
   });
 }
@@ -257,6 +258,25 @@ TEST_P(DistributedOptimizerTest, ParameterWithoutGradientOnOneRankDoesNotHang) {
     auto all = allgather(flat.unsqueeze(0), "check", o);
     EXPECT_TRUE(all[0].equal(all[1]));
     expect_shared_memory(e);
+  });
+}
+
+// A sparse gradient (an embedding's) is not reduced in C++: a clear error on every rank, and
+// the dense gradients beside it are reduced all the same (no rank waits for another).
+TEST_P(DistributedOptimizerTest, SparseGradientIsAClearError) {
+  EngineGroup g = group(2);
+  g.run([&](int /*rank*/, Engine& e) {
+    auto emb = ::torch::nn::Embedding(::torch::nn::EmbeddingOptions(10, 3).sparse(true));
+    auto head = ::torch::nn::Linear(3, 1);
+    std::vector<at::Tensor> params = emb->parameters();
+    for (const auto& p : head->parameters()) params.push_back(p);
+    ::torch::optim::SGD sgd(params, 0.1);
+    DistributedOptimizer opt(sgd, on(e));
+    head->forward(emb->forward(::torch::arange(4))).sum().backward();
+    EXPECT_TRUE(emb->weight.grad().is_sparse());
+    std::string err = error_of<InvalidArgument>([&] { opt.synchronize(); });
+    EXPECT_NE(err.find("sparse gradients are not supported"), std::string::npos) << err;
+    EXPECT_EQ(head->bias.grad().item<float>(), 4.0f);  // the average of 4 and 4
   });
 }
 

@@ -41,6 +41,10 @@
 
 namespace chorus {
 
+namespace detail {
+class GradientReducer;
+}
+
 struct DistributedOptimizerOptions {
   // kAverage (default) or kSum over ranks; others are InvalidArgument.
   ReduceOp op = ReduceOp::kAverage;
@@ -98,13 +102,9 @@ class DistributedOptimizer {
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
   const DistributedOptimizerOptions& options() const;
 
-  struct State;
-
  private:
-  void install_hooks(const ::torch::OrderedDict<std::string, at::Tensor>* named_parameters);
-
   ::torch::optim::Optimizer& optimizer_;
-  std::shared_ptr<State> state_;
+  std::unique_ptr<detail::GradientReducer> reducer_;  // the hooks, buckets and waits
 };
 
 }  // namespace chorus

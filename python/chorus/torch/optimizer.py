@@ -6,8 +6,12 @@ parameter's gradient accumulator starts the allreduce of that gradient as soon a
 backward() has accumulated it, so the reductions of the last layers overlap the backward
 pass of the first; the engine fuses small gradients. step() waits for them (submitting
 zeros for parameters whose gradient this rank did not compute, so every rank runs the same
-reductions) and then runs the wrapped step. When the ranks share a host, gradients live
-in buckets of shared memory and each full bucket is one allreduce there (buckets.py).
+reductions) and then runs the wrapped step.
+
+Gradients reduced as they are (no groups, no compression) by an average or a sum go to the
+C++ optimizer's reducer (_ops.GradientReducer): its hooks run in C++, without the GIL, and
+where the ranks share a host gradients live in buckets of shared memory, each full bucket
+one allreduce there (docs/torch.md). Everything else has hooks in Python, here.
 """
 
 import warnings
@@ -16,14 +20,12 @@ from contextlib import contextmanager
 import torch
 
 from chorus.torch import _ops
-from chorus.torch.buckets import GradientBuckets
 from chorus.torch.compression import Compression
 from chorus.torch.ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                               size, sparse_allreduce_async, synchronize)
 from chorus.torch.process_sets import global_process_set
 
-
-_IN_BUCKET = object()  # _handles' mark of a gradient its bucket reduces
+_reducers = {}  # process set id -> how many reducers this process made on it
 
 
 def _duplicates(names):
@@ -67,14 +69,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = self._check_groups(groups)
         self._p_to_group = {}
         self._group_counts = {}
-        self._buckets = None
+        self._reducer = None
+        self._reduced = []  # the reducer's parameters, in its order
         # In an elastic job the world may grow from one rank, and newcomers build their
-        # optimizer while the others keep theirs: hooks always, and no buckets (their
-        # shared memory is one world's, allocated by every rank at construction).
+        # optimizer while the others keep theirs: Python hooks, reductions one by one (a
+        # reducer is collective at construction, its buckets one world's memory).
         elastic = _ops.elastic_enabled()
         if self.process_set.included() and (size() > 1 or elastic):
-            self._register_hooks()
-            self._request_buckets(0 if elastic else bucket_bytes)
+            if elastic or not self._start_reducer(bucket_bytes):
+                self._register_hooks()
 
     def _names(self, named_parameters):
         """{parameter: name}, checked as Horovod checks them."""
@@ -119,22 +122,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "torch.Tensor.")
         return groups
 
-    def _request_buckets(self, bucket_bytes):
-        """Gradient buckets when gradients are reduced as they are (no groups, no
-        compression) by a sum or an average over a set of two or more ranks."""
-        if (bucket_bytes <= 0 or self._groups is not None or self.process_set.size() < 2
-                or self._compression is not Compression.none or self.op not in (Average, Sum)):
-            return
-        params, seen = [], set()
+    def _start_reducer(self, bucket_bytes):
+        """The C++ reducer, when gradients are reduced as they are (no groups, no
+        compression) by an average or a sum; whether it was started."""
+        if (self._groups is not None or self._compression is not Compression.none
+                or self.op not in (Average, Sum)):
+            return False
+        seen = set()
         for group in self.param_groups:  # model order, the same on every rank
             for p in group["params"]:
                 if p.requires_grad and id(p) not in seen:
                     seen.add(id(p))
-                    params.append(p)
-        if params:
-            pre, post = self._scale_factors()
-            self._buckets = GradientBuckets(params, bucket_bytes, self.op, pre, post,
-                                            self.process_set)
+                    self._reduced.append(p)
+        set_id = self.process_set.process_set_id
+        n = _reducers.get(set_id, 0)  # every rank builds its optimizers in the same order
+        _reducers[set_id] = n + 1
+        self._reducer = _ops.GradientReducer(
+            [(self._parameter_names[p], p) for p in self._reduced], self.op,
+            self.gradient_predivide_factor, self.backward_passes_per_step, bucket_bytes, set_id,
+            "chorus.optimizer.%d/" % n)
+        return True
+
+    def _reducer_alive(self):
+        """Whether the reducer goes on; after a shutdown (it is then detached), hooks in
+        Python take over: synchronize() starts whatever they did not."""
+        if self._reducer is not None and self._reducer.detached():
+            self._reducer = None
+            self._register_hooks()
+        return self._reducer is not None
 
     # --- hooks -----------------------------------------------------------------------------
 
@@ -188,21 +203,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                             self._handles.pop(q, None)
                         self._group_counts[group] = 0
                         return
-                elif self._buckets is not None and p in self._buckets:
-                    handle = self._to_bucket(p)
                 else:
                     handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
-
-    def _to_bucket(self, p):
-        """Hands ``p``'s gradient to its bucket: a sparse one is reduced on its own (its
-        slice zeroed); returns what the hook records in _handles."""
-        if p.grad is not None and p.grad.is_sparse:
-            self._buckets.adopt(p, zero=True)
-            return self._allreduce_grad_async(p)[0]
-        self._buckets.adopt(p)
-        return _IN_BUCKET
 
     def _scale_factors(self):
         if self.op == Average:  # split the average around the sum (float16 range)
@@ -252,20 +256,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self.process_set.included():
             self._synchronized = True
             return
-        started = set()
-        for key in self._handles:
-            started.update(key if isinstance(key, tuple) else (key,))
-        for p in self._requires_update - started:
-            self._handles[p] = self._start(p)
-        for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                self._handles[p] = self._start(p)
-        if self._buckets is not None and self._buckets.active():
-            self._buckets.finish()
+        if self._reducer_alive():
+            self._reducer.submit_remaining()
+            for i in self._reducer.sparse_params():  # left to us: reduced as Horovod does
+                p = self._reduced[i]
+                self._handles[p] = self._allreduce_grad_async(p)
+            self._reducer.synchronize()
+        else:
+            self._start_remaining()
         for key, (handle, ctx) in self._handles.items():
-            if handle is _IN_BUCKET:
-                self._allreduce_delay[key] = self.backward_passes_per_step
-            elif isinstance(key, tuple):
+            if isinstance(key, tuple):
                 for p, output, c in zip(key, synchronize(handle), ctx):
                     self._set_grad(p, output, c)
             else:
@@ -276,6 +276,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._synchronized = True
 
+    def _start_remaining(self):
+        """Starts the reductions the Python hooks did not."""
+        started = set()
+        for key in self._handles:
+            started.update(key if isinstance(key, tuple) else (key,))
+        for p in self._requires_update - started:
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+
     def _elastic_reset(self):
         """chorus.torch.elastic re-formed the world: the old world's reductions are gone."""
         self._handles.clear()
@@ -283,12 +294,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for group in self._group_counts:
             self._group_counts[group] = 0
         self._synchronized = False
-
-    def _start(self, p):
-        """synchronize()'s start of a reduction no hook started."""
-        if self._buckets is not None and p in self._buckets:
-            return self._to_bucket(p), None
-        return self._allreduce_grad_async(p)
 
     @contextmanager
     def skip_synchronize(self):
@@ -309,20 +314,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        result = super(self.__class__, self).step(closure)
+        if self._reducer_alive():
+            self._reducer.next_round()
+        return result
 
     def _local_step(self):
         """The wrapped optimizer's step alone (broadcast_optimizer_state uses it)."""
         return super(self.__class__, self).step()
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles:
+        if self._handles or (self._reducer_alive() and self._reducer.in_flight()):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
     def load_state_dict(self, *args, **kwargs):
+        if self._reducer_alive():
+            if self._reducer.in_flight():  # no reduction may outlive its round
+                self._reducer.synchronize()
+            self._reducer.next_round()
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
@@ -332,6 +344,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
+        if self._reducer_alive():
+            self._reducer.set_backward_passes_per_step(passes)
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
@@ -345,7 +359,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     parameter must be named), ``compression``, ``backward_passes_per_step`` (local
     accumulation), ``gradient_predivide_factor`` (Average only), ``groups`` (gradients
     reduced together), ``sparse_as_dense``. chorus's: ``bucket_bytes``, the most bytes of
-    gradients per bucket of shared memory (0: no buckets; see buckets.py)."""
+    gradients per bucket of shared memory (0: no buckets; docs/torch.md)."""
     if op == Adasum:
         raise NotImplementedError("chorus does not implement Adasum yet: use op=hvd.Average")
     if gradient_predivide_factor != 1.0 and op != Average:

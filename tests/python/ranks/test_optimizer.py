@@ -48,7 +48,12 @@ def uses_buckets(opt, bucket_bytes):
     """Whether the optimizer's gradients live in shared memory: they must when the job's
     ranks share memory and buckets are on."""
     want = bucket_bytes > 0 and shares_memory()
-    return (opt._buckets is not None and opt._buckets.active()) == want
+    return (opt._reducer is not None and opt._reducer.buckets_active()) == want
+
+
+def in_bucket(opt, p):
+    """Whether the optimizer's reducer keeps p's gradient in a bucket."""
+    return opt._reducer.in_bucket([id(q) for q in opt._reduced].index(id(p)))
 
 
 def reference_step(ref, ref_opt, x, y):
@@ -109,7 +114,7 @@ def test_large_gradients_are_reduced_where_autograd_put_them():
         reference_step(ref, ref_opt, x, y)
     assert_equals_reference(dist, ref)
     if shares_memory():
-        assert weight not in opt._buckets._views and dist[0].weight in opt._buckets._views
+        assert not in_bucket(opt, weight) and in_bucket(opt, dist[0].weight)
 
 
 @pytest.mark.parametrize("bucket_bytes", BUCKETS[1:])
@@ -262,6 +267,64 @@ def test_synchronize_then_step_and_misuse(bucket_bytes):
         warnings.simplefilter("always")
         opt.step()
     assert any("skip_synchronize" in str(w.message) for w in caught)
+
+
+def test_hooks_run_in_cpp_unless_gradients_are_grouped_or_compressed():
+    if hvd.size() < 2:
+        pytest.skip("hooks only with two ranks")
+    m = model()
+
+    def wrap(**kwargs):
+        return hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                        named_parameters=m.named_parameters(), **kwargs)
+    assert wrap()._reducer is not None and wrap(op=hvd.Sum)._reducer is not None
+    for python_hooks in (wrap(groups=2), wrap(compression=hvd.Compression.fp16)):
+        assert python_hooks._reducer is None and len(python_hooks._grad_accs) == 4
+
+
+@pytest.mark.parametrize("bucket_bytes", BUCKETS)
+def test_an_optimizer_outlives_shutdown_and_init(bucket_bytes):
+    """shutdown() detaches the C++ hooks (their engine is gone); after init() the optimizer
+    reduces with hooks in Python, over the new world, to the same result."""
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters(),
+                                   bucket_bytes=bucket_bytes)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(4):
+        if step == 2:
+            hvd.shutdown()
+            hvd.init()
+        x, y = global_batch(70 + step)
+        opt.zero_grad()
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        opt.step()
+        reference_step(ref, ref_opt, x, y)
+    assert_equals_reference(dist, ref)
+    assert opt._reducer is None or hvd.size() == 1
+
+
+def test_a_hook_that_cannot_submit_raises_from_backward():
+    """An error in a C++ hook is the Python exception a call would raise, from backward():
+    here the reduction's name is held by an op in flight (ValueError)."""
+    if hvd.size() < 2:
+        pytest.skip("hooks only with two ranks")
+    m = torch.nn.Linear(2, 1).double()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters(), bucket_bytes=0)
+    # The reducer names the first optimizer's bias on this set "chorus.optimizer.<n>/bias":
+    # hold that name with an op of our own (the engine's names are one namespace).
+    name = "chorus.optimizer.%d/bias" % (_reducers_made() - 1)
+    handle = hvd.allreduce_async(torch.ones(1), name=name)
+    with pytest.raises(ValueError, match="in flight"):
+        m(torch.ones(1, 2, dtype=torch.float64)).sum().backward()
+    hvd.synchronize(handle)
+    opt.synchronize()
+
+
+def _reducers_made():
+    from chorus.torch import optimizer
+    return optimizer._reducers[hvd.global_process_set.process_set_id]
 
 
 def test_broadcast_parameters_and_optimizer_state():
