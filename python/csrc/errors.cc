@@ -70,13 +70,10 @@ void raise_collective_error(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const InvalidArgument& e) {
-    raise(g_mismatch, e.what());
-  } catch (const TimeoutError& e) {
-    raise(g_timeout, e.what());
-  } catch (const IoError& e) {
-    raise(g_peer, e.what());
-  } catch (const Error& e) {
-    raise(g_internal, e.what());
+    raise(g_mismatch, e.what());  // at a wait, the ranks disagreed: not the caller's argument
+  } catch (...) {
+    set_python_error(std::current_exception());
+    throw py::error_already_set();
   }
 }
 

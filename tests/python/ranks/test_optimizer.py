@@ -63,6 +63,15 @@ def reference_step(ref, ref_opt, x, y):
     ref_opt.step()
 
 
+def sgd_pair(bucket_bytes, **sgd):
+    """The distributed model and its optimizer, and the single process's, from one start."""
+    dist, ref = model(), model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, **sgd),
+                                   named_parameters=dist.named_parameters(),
+                                   bucket_bytes=bucket_bytes)
+    return dist, ref, opt, torch.optim.SGD(ref.parameters(), lr=0.1, **sgd)
+
+
 def assert_equals_reference(dist, ref):
     """The distributed replica equals the single process, and every rank's replica is the
     same to the bit."""
@@ -73,11 +82,7 @@ def assert_equals_reference(dist, ref):
 
 @pytest.mark.parametrize("bucket_bytes", BUCKETS)
 def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
-    dist, ref = model(), model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
-                                   named_parameters=dist.named_parameters(),
-                                   bucket_bytes=bucket_bytes)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    dist, ref, opt, ref_opt = sgd_pair(bucket_bytes, momentum=0.9)
     for step in range(5):
         x, y = global_batch(step)
         opt.zero_grad()
@@ -119,11 +124,7 @@ def test_large_gradients_are_reduced_where_autograd_put_them():
 
 @pytest.mark.parametrize("bucket_bytes", BUCKETS[1:])
 def test_gradients_set_to_none_or_replaced_are_reduced_all_the_same(bucket_bytes):
-    dist, ref = model(), model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
-                                   named_parameters=dist.named_parameters(),
-                                   bucket_bytes=bucket_bytes)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    dist, ref, opt, ref_opt = sgd_pair(bucket_bytes)
     for step in range(4):
         x, y = global_batch(60 + step)
         opt.zero_grad(set_to_none=step % 2 == 1)  # autograd allocates new gradients
@@ -286,11 +287,7 @@ def test_hooks_run_in_cpp_unless_gradients_are_grouped_or_compressed():
 def test_an_optimizer_outlives_shutdown_and_init(bucket_bytes):
     """shutdown() detaches the C++ hooks (their engine is gone); after init() the optimizer
     reduces with hooks in Python, over the new world, to the same result."""
-    dist, ref = model(), model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
-                                   named_parameters=dist.named_parameters(),
-                                   bucket_bytes=bucket_bytes)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    dist, ref, opt, ref_opt = sgd_pair(bucket_bytes)
     for step in range(4):
         if step == 2:
             hvd.shutdown()
