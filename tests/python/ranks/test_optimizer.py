@@ -91,6 +91,7 @@ def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
         reference_step(ref, ref_opt, x, y)
     assert_equals_reference(dist, ref)
     assert isinstance(opt, torch.optim.SGD)
+    assert not hasattr(type(opt).step, "__wrapped__"), "no profiling range around the wait"
     assert uses_buckets(opt, bucket_bytes)
 
 
