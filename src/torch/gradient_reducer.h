@@ -75,8 +75,9 @@ class GradientReducer {
   bool in_bucket(size_t i);
   const DistributedOptimizerOptions& options() const;
   void set_backward_passes_per_step(int passes);  // InvalidArgument unless passes >= 1
-  // Removes the hooks and waits for what is in flight, ignoring errors. Call it before the
-  // engine goes (shutdown); nothing but detached() may be called after.
+  // Removes the hooks and waits for what is in flight, ignoring errors (after the engine
+  // stopped, those reductions failed with it: no wait). Nothing but detached() may be
+  // called after; chorus.torch detaches every reducer when its engine stops.
   void detach();
   bool detached() const;
 
