@@ -98,8 +98,9 @@ class PyReducer {
     r.submit_remaining();
   }
 
+  // After submit_remaining() (chorus.torch's synchronize() reduces the sparse gradients it
+  // names in between): waits interruptibly, then raises what the reductions threw.
   void synchronize() {
-    submit_remaining();
     detail::GradientReducer& r = get();
     wait_interruptibly([&](std::chrono::milliseconds t) { return r.wait_for(t); });
     try {
