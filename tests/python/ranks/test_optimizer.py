@@ -95,6 +95,24 @@ def test_training_equals_one_process_on_the_global_batch(bucket_bytes):
     assert uses_buckets(opt, bucket_bytes)
 
 
+def test_step_is_a_profiling_range_only_while_a_profiler_runs():
+    """torch does not wrap chorus.torch's step() (its Python range cost ~70 us a step); the
+    step opens the same range itself when a profiler runs, around the wait."""
+    dist, _, opt, _ = sgd_pair(BUCKETS[0])
+    for profiling in (False, True):
+        x, y = global_batch(0)
+        opt.zero_grad()
+        F.mse_loss(dist(mine(x)), mine(y)).backward()
+        with torch.autograd.profiler.profile(enabled=profiling) as prof:
+            opt.step()
+        if profiling:
+            steps = [e for e in prof.function_events if e.name == "Optimizer.step#SGD.step"]
+            assert len(steps) == 2, "chorus.torch's step, and SGD's inside it"
+            outer, inner = sorted(steps, key=lambda e: e.time_range.start)
+            assert outer.time_range.end >= inner.time_range.end
+    assert not hasattr(type(opt).step, "__wrapped__"), "torch put its own range around it"
+
+
 def test_large_gradients_are_reduced_where_autograd_put_them():
     """With the ranks on one host, gradients of 1 MiB or more are born in shared memory
     (the shared heap) and reduced there in place; the small ones go to a bucket."""
