@@ -65,10 +65,13 @@ long first_wrong(const std::vector<float>& sum, int size, long t) {
   return -1;
 }
 
-int run(const Args& args, int& rank) {
-  auto job = chorus::Job::from_env();
-  chorus::Communicator& comm = job->world();
-  rank = comm.rank();
+int report(int rank, const std::exception& e) {
+  std::fprintf(stderr, "allreduce_worker: rank %d: %s: %s\n", rank, type_of(e), e.what());
+  return 1;
+}
+
+int allreduce_loop(const Args& args, chorus::Communicator& comm) {
+  const int rank = comm.rank();
   std::vector<float> send(args.count), recv(args.count);
   for (long t = 0; args.iterations == 0 || t < args.iterations; ++t) {
     for (size_t i = 0; i < args.count; ++i) send[i] = value(rank, i, t);
@@ -87,6 +90,19 @@ int run(const Args& args, int& rank) {
   std::printf("allreduce ok rank %d of %d local %d/%d cross %d/%d\n", rank, comm.size(),
               comm.local_rank(), comm.local_size(), comm.cross_rank(), comm.cross_size());
   return 0;
+}
+
+// The error is reported while the job still stands: its teardown aborts the links, and a
+// peer that fails on that abort can end the job before a later report would be written.
+int run(const Args& args, int& rank) {
+  auto job = chorus::Job::from_env();
+  chorus::Communicator& comm = job->world();
+  rank = comm.rank();
+  try {
+    return allreduce_loop(args, comm);
+  } catch (const std::exception& e) {
+    return report(rank, e);
+  }
 }
 
 // The launcher's idea of this rank, for errors before the communicator exists.
@@ -109,7 +125,6 @@ int main(int argc, char** argv) {
   try {
     return run(args, rank);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_worker: rank %d: %s: %s\n", rank, type_of(e), e.what());
-    return 1;
+    return report(rank, e);
   }
 }
