@@ -184,9 +184,9 @@ void Communicator::Impl::run_allreduce(comm::Context& ctx, const comm::Allreduce
   }
 }
 
-void Communicator::Impl::fail() noexcept {
+void Communicator::Impl::fail(std::string_view reason) noexcept {
   broken.store(true);
-  if (mesh) mesh->abort();  // MPI's operations cannot be aborted: mpirun ends the job
+  if (mesh) mesh->abort(reason);  // MPI's operations cannot be aborted: mpirun ends the job
 }
 
 template <typename Body>
@@ -195,11 +195,11 @@ void Communicator::Impl::run(const OpInfo& info, Body&& body) {
   comm::Context ctx{*mesh, progress, workspace};
   try {
     body(ctx);
-  } catch (const IoError&) {
-    fail();
+  } catch (const IoError& e) {
+    fail(e.what());
     throw;
-  } catch (const TimeoutError&) {
-    fail();
+  } catch (const TimeoutError& e) {
+    fail(e.what());
     throw;
   }
 }
@@ -262,7 +262,7 @@ bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
   impl_->shared.locate(p, bytes, &id, &offset);
   return id != 0;
 }
-void Communicator::abort() noexcept { impl_->fail(); }
+void Communicator::abort() noexcept { impl_->fail({}); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
                              ReduceOp op) {

@@ -80,7 +80,7 @@ struct Communicator::Impl {
                      void* recv, size_t count, DataType type, ReduceOp op);
   // A ring allgather / reduce-scatter's mode (comm::plan_ring), named in `info`.
   comm::RingMode ring_mode(comm::Context& ctx, OpInfo& info, size_t bytes);
-  void fail() noexcept;
+  void fail(std::string_view reason) noexcept;  // reason: this rank's error, for its peers
 
   // Nested classes may use Communicator's private constructor.
   static std::unique_ptr<Communicator> wrap(std::unique_ptr<Impl> impl) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "chorus/error.h"
 #include "transport/peer_memory.h"
@@ -98,8 +99,9 @@ class Link {
   virtual void check_alive() = 0;
 
   // Breaks the link for good: later calls on both ends throw IoError soon after. Used when
-  // a collective fails so that every other rank stops waiting within seconds.
-  virtual void abort() noexcept = 0;
+  // a collective fails so that every other rank stops waiting within seconds. `reason` (this
+  // rank's error, or empty) reaches the peer's error where the link can carry it (shm).
+  virtual void abort(std::string_view reason) noexcept = 0;
 
   // "tcp to rank 3 (10.0.0.2:4431)" — for error messages.
   virtual std::string describe() const = 0;

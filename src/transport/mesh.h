@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chorus/store.h"
@@ -84,10 +85,10 @@ class Mesh {
   int size() const { return topology_.size; }
   // The link to `peer`. REQUIRES: peer != rank() and 0 <= peer < size().
   Link& link(int peer) { return *links_[peer]; }
-  // Aborts every link (see Link::abort).
-  void abort() noexcept {
+  // Aborts every link (see Link::abort), telling peers `reason` where a link can.
+  void abort(std::string_view reason) noexcept {
     for (auto& l : links_)
-      if (l) l->abort();
+      if (l) l->abort(reason);
   }
 
  protected:

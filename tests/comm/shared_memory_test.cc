@@ -295,7 +295,7 @@ class MaybeNoOpenLink : public transport::Link, public transport::PeerMemory {
     return memory_.open_file(fd);
   }
   void check_alive() override { inner_.check_alive(); }
-  void abort() noexcept override { inner_.abort(); }
+  void abort(std::string_view reason) noexcept override { inner_.abort(reason); }
   std::string describe() const override { return inner_.describe(); }
 
  private:

@@ -88,18 +88,43 @@ TEST(ShmLink, FullRingAcceptsNothingMore) {
   EXPECT_EQ(p.a->try_send(big.data(), 1), 0u);
 }
 
+// What `link`'s receive throws (it must throw IoError).
+std::string receive_error(Link& link) {
+  char c;
+  try {
+    link.try_recv(&c, 1);
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "receive on a broken link did not throw";
+  return "";
+}
+
 TEST(ShmLink, AbortBreaksBothEnds) {
   LinkPair p = make_shm_pair(4096);
   char c = 1;
-  p.a->abort();
+  p.a->abort({});
   EXPECT_THROW(p.a->try_send(&c, 1), IoError);
-  try {
-    p.b->try_recv(&c, 1);
-    FAIL() << "receive after the peer aborted did not throw";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("peer aborted"), std::string::npos) << e.what();
-  }
+  std::string err = receive_error(*p.b);
+  EXPECT_NE(err.find("the peer aborted the link"), std::string::npos) << err;
+  EXPECT_EQ(err.find("link ("), std::string::npos) << "no reason was given: " << err;
   EXPECT_THROW(p.b->check_alive(), IoError);
+}
+
+// The aborting rank's error reaches its peer's: printable ASCII only, at most the 511 bytes
+// the segment holds; a second abort does not replace the first reason.
+TEST(ShmLink, AbortTellsThePeerWhy) {
+  LinkPair p = make_shm_pair(4096);
+  const std::string head = "rank 0: TimeoutError: timed out";
+  p.a->abort(head + "\n\x01" + std::string(600, 'x'));
+  p.a->abort("a later reason");
+  std::string err = receive_error(*p.b);
+  std::string told =
+      "the peer aborted the link (" + head + "??" + std::string(511 - head.size() - 2, 'x') + ")";
+  EXPECT_NE(err.find(told), std::string::npos) << err;
+  EXPECT_EQ(err.find("a later reason"), std::string::npos) << err;
+  std::string own = receive_error(*p.a);
+  EXPECT_NE(own.find("after this rank aborted the link"), std::string::npos) << own;
 }
 
 TEST(ShmLink, ClosedPeerIsSeenByCheckAlive) {
@@ -144,7 +169,7 @@ class CountingChecks : public Link {
     ++checks;
     inner_.check_alive();
   }
-  void abort() noexcept override { inner_.abort(); }
+  void abort(std::string_view reason) noexcept override { inner_.abort(reason); }
   std::string describe() const override { return inner_.describe(); }
   int checks = 0;
 
@@ -224,7 +249,7 @@ TEST(ShmLink, ReserveAndCommitWriteInPlaceAcrossTheWrap) {
   at = p.a->reserve_send(&n);
   EXPECT_NE(at, nullptr);
   EXPECT_EQ(n, 0u);
-  p.a->abort();
+  p.a->abort({});
   EXPECT_THROW(p.a->reserve_send(&n), IoError);
 }
 
@@ -483,7 +508,7 @@ TEST(ShmLink, SleeperIsWokenByDataSpaceAndAbort) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
   // Abort from the peer (or another thread) wakes a sleeper that could otherwise not progress.
   LinkPair q = make_shm_pair(4096);
-  EXPECT_LT(time_wait(*q.b, false, [&] { q.a->abort(); }).count(), 2000);
+  EXPECT_LT(time_wait(*q.b, false, [&] { q.a->abort({}); }).count(), 2000);
   EXPECT_THROW(q.b->try_recv(&c, 1), IoError);
 }
 
@@ -542,7 +567,7 @@ TEST(TcpLink, ExchangesAndFailsWhenThePeerGoes) {
   LinkPair p = make_tcp_pair();
   exchange(*p.a, *p.b, 0);
   exchange(*p.a, *p.b, 3 << 20);
-  p.b->abort();
+  p.b->abort("not carried over TCP");
   char c;
   EXPECT_THROW(
       {

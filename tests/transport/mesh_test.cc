@@ -233,7 +233,7 @@ TEST(Mesh, AbortWakesTheOtherRank) {
       auto mesh = connect_mesh(*client, rank, 2, options(kind, store.secret()));
       if (rank == 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        mesh->abort();
+        mesh->abort({});
         return;
       }
       std::vector<char> buf(1 << 20);

@@ -123,9 +123,13 @@ bool ShmLink::wait_ready(bool for_send, std::chrono::nanoseconds max_wait) {
   return true;
 }
 
-void ShmLink::abort() noexcept {
-  locally_aborted_.store(true, std::memory_order_relaxed);
+void ShmLink::abort(std::string_view reason) noexcept {
+  if (locally_aborted_.exchange(true)) return;  // the reason is written once, before the flag
   shm::SegmentHeader* h = segment_.header();
+  char* mine = h->abort_reason[side_];
+  size_t n = std::min(reason.size(), shm::kAbortReasonBytes - 1);
+  std::memcpy(mine, reason.data(), n);
+  mine[n] = '\0';
   uint32_t none = 0;
   h->aborted_by.compare_exchange_strong(none, static_cast<uint32_t>(side_ + 1),
                                         std::memory_order_seq_cst);
@@ -141,7 +145,21 @@ void ShmLink::throw_broken(const char* op) const {
                  " after this rank aborted the link");
   }
   CHORUS_THROW(IoError, "rank ", rank_, ": ", op, " on ", describe(),
-               " failed: the peer aborted the link");
+               " failed: the peer aborted the link", peer_abort_reason());
+}
+
+// " (<the peer's error>)", or "" when it gave none. The text is the peer's: only printable
+// ASCII is kept, and no more than the slot holds even if its NUL is missing.
+std::string ShmLink::peer_abort_reason() const {
+  const shm::SegmentHeader* h = segment_.header();
+  uint32_t by = h->aborted_by.load(std::memory_order_acquire);
+  if (by != static_cast<uint32_t>(2 - side_)) return "";  // not aborted by the peer (1 + side)
+  const char* theirs = h->abort_reason[1 - side_];
+  std::string text;
+  for (size_t i = 0; i < shm::kAbortReasonBytes - 1 && theirs[i] != '\0'; ++i) {
+    text += theirs[i] >= 0x20 && theirs[i] < 0x7f ? theirs[i] : '?';
+  }
+  return text.empty() ? "" : " (" + text + ")";
 }
 
 std::string ShmLink::describe() const {

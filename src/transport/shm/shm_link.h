@@ -55,7 +55,7 @@ class ShmLink : public Link, public PeerMemory {
   bool buffered_input() const override { return reader_.has_data(); }
   bool wait_ready(bool for_send, std::chrono::nanoseconds max_wait) override;
   void check_alive() override;
-  void abort() noexcept override;
+  void abort(std::string_view reason) noexcept override;
   std::string describe() const override;
 
  private:
@@ -64,6 +64,7 @@ class ShmLink : public Link, public PeerMemory {
            segment_.header()->aborted_by.load(std::memory_order_relaxed) != 0;
   }
   [[noreturn]] void throw_broken(const char* op) const;
+  std::string peer_abort_reason() const;
   // read() (to_peer false) or write() (true).
   void copy(const PeerCopy* pieces, size_t n, bool to_peer);
 

@@ -70,4 +70,5 @@ static_assert(sizeof(RingCounters) == 128);
 static_assert(offsetof(SegmentHeader, doorbells) == 384);
 static_assert(offsetof(Doorbell, sleeping) == 64 && sizeof(Doorbell) == 128);
 static_assert(offsetof(SegmentHeader, probe_address) == 640);
+static_assert(offsetof(SegmentHeader, abort_reason) == 704);
 }  // namespace chorus::transport::shm

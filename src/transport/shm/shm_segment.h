@@ -18,6 +18,9 @@
 
 namespace chorus::transport::shm {
 
+// Room for why an end aborted, terminating NUL included: enough for a rank's error message.
+constexpr size_t kAbortReasonBytes = 512;
+
 struct SegmentHeader {
   uint64_t magic;
   uint32_t version;
@@ -32,10 +35,14 @@ struct SegmentHeader {
   // find the same value there: proof that it may read side s's memory and that the pid it
   // holds is side s's process (see ShmLink::probe).
   alignas(kCacheLine) std::atomic<uint64_t> probe_address[2];
+  // abort_reason[s]: why side s aborted (its error, NUL-terminated), written before side s
+  // stores aborted_by. The other side takes it as text for its own error and nothing else.
+  alignas(kCacheLine) char abort_reason[2][kAbortReasonBytes];
 };
 
 constexpr uint64_t kSegmentMagic = 0x67655373756f6863ull;  // "chorusSeg"
-constexpr uint32_t kSegmentVersion = 3;                    // 2: doorbells, 3: probe addresses
+// 2: doorbells, 3: probe addresses, 4: abort reasons.
+constexpr uint32_t kSegmentVersion = 4;
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "header must fit its page");
 

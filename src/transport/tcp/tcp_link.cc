@@ -203,7 +203,7 @@ const char* TcpLink::peek_recv(size_t* available) {
 
 void TcpLink::consume_recv(size_t n) { in_begin_ += n; }
 
-void TcpLink::abort() noexcept { ::shutdown(fd_.get(), SHUT_RDWR); }
+void TcpLink::abort(std::string_view /*reason*/) noexcept { ::shutdown(fd_.get(), SHUT_RDWR); }
 
 std::string TcpLink::describe() const {
   return "tcp to rank " + std::to_string(peer()) + " (" + label_ + ")";

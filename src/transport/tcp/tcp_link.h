@@ -52,7 +52,8 @@ class TcpLink : public Link {
   bool buffered_input() const override { return in_begin_ < in_end_; }
   int poll_fd() const override { return fd_.get(); }
   void check_alive() override {}
-  void abort() noexcept override;
+  // A TCP link cannot carry `reason`: the peer sees the connection shut down.
+  void abort(std::string_view reason) noexcept override;
   std::string describe() const override;
 
   // Bytes handed to one send(): on loopback, 1-2 MiB in one call made 2-rank allreduces
