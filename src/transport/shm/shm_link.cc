@@ -128,7 +128,7 @@ void ShmLink::abort(std::string_view reason) noexcept {
   shm::SegmentHeader* h = segment_.header();
   char* mine = h->abort_reason[side_];
   size_t n = std::min(reason.size(), shm::kAbortReasonBytes - 1);
-  std::memcpy(mine, reason.data(), n);
+  std::copy_n(reason.begin(), n, mine);  // not memcpy: an empty view's data() may be null
   mine[n] = '\0';
   uint32_t none = 0;
   h->aborted_by.compare_exchange_strong(none, static_cast<uint32_t>(side_ + 1),
