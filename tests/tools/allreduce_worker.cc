@@ -92,16 +92,16 @@ int allreduce_loop(const Args& args, chorus::Communicator& comm) {
   return 0;
 }
 
-// The error is reported while the job still stands: its teardown aborts the links, and a
-// peer that fails on that abort can end the job before a later report would be written.
-int run(const Args& args, int& rank) {
+// The error is reported before the job's teardown: the failed collective has already
+// aborted the links, so a peer fails at once and its exit can get chorusrun to stop this
+// rank while the teardown (slow with a host cut off) is still under way.
+int run(const Args& args) {
   auto job = chorus::Job::from_env();
   chorus::Communicator& comm = job->world();
-  rank = comm.rank();
   try {
     return allreduce_loop(args, comm);
   } catch (const std::exception& e) {
-    return report(rank, e);
+    return report(comm.rank(), e);
   }
 }
 
@@ -121,10 +121,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: allreduce_worker [--count N] [--iterations K] [--ready-dir D]\n");
     return 64;
   }
-  int rank = rank_from_env();
   try {
-    return run(args, rank);
-  } catch (const std::exception& e) {
-    return report(rank, e);
+    return run(args);
+  } catch (const std::exception& e) {  // before the communicator existed
+    return report(rank_from_env(), e);
   }
 }
