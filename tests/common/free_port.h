@@ -3,7 +3,9 @@
 // Not from the kernel's ephemeral range (bind to port 0): outgoing connections take their
 // local ports from that range too, so under a parallel ctest another test's connection
 // could take the port between this call and the server's bind (EADDRINUSE). Instead a
-// random port from the 12000 just below the range, checked free by binding it once.
+// random port from the 12000 just below the range, checked free by binding it once. A port
+// is handed out once per process: a test that takes several before any server binds (a
+// TF_CONFIG cluster) must not get one twice, which random draws alone allowed.
 #pragma once
 
 #include <arpa/inet.h>
@@ -14,7 +16,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <unordered_set>
 
 namespace chorus::test {
 
@@ -34,11 +38,17 @@ inline uint16_t free_port() {
   int low = 32768;  // Linux's default, if the range cannot be read
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
   if (low <= 12000 + 1024) std::abort();  // no room below the range: fix the machine
+  static std::mutex mu;
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  static std::unordered_set<uint16_t> given;
+  std::lock_guard<std::mutex> lock(mu);
   std::uniform_int_distribution<int> pick(low - 12000, low - 1);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     auto port = static_cast<uint16_t>(pick(rng));
-    if (can_bind_loopback(port)) return port;
+    if (given.count(port) == 0 && can_bind_loopback(port)) {
+      given.insert(port);
+      return port;
+    }
   }
   std::abort();
 }
