@@ -19,6 +19,19 @@ namespace {
 // about a microsecond, far sooner than any wake-up from the kernel.
 constexpr auto kSpinPhase = std::chrono::microseconds(50);
 constexpr unsigned kClockEvery = 16;  // spin rounds per clock read
+// A link that can block (shared memory's futex) is blocked on only after this long: until
+// then the wait spins and yields. A blocked thread lets its core idle, and an idle vCPU
+// halts. In a KVM guest without halt polling, two bare training workers in lockstep ran up
+// to 5.8 % faster when their barrier spun than when it blocked, in some states of the
+// machine, and no faster in others (bench/python/idle_cost.py); 2-worker chorus.torch
+// training ran a median 1.4 % faster with this (docs/benchmarks.md, 2026-11-28). But where
+// a yield hands the core to another thread (more ranks than cores, a busy machine), the
+// core is not idle anyway, and blocking is the faster return: the peer's ring wakes a
+// blocked thread at once, a yielded one waits out the other's time slice. A look at the
+// clock that comes this long after the last one means that happened, and the wait blocks
+// from then on.
+constexpr auto kBlockAfter = std::chrono::milliseconds(2);
+constexpr auto kCoreTaken = std::chrono::microseconds(50);
 // Blocking on one link (wait_ready) at a time, for at most this long, so that liveness is
 // checked and the deadline enforced. Shorter when other links are waited on too, since
 // only the chosen link's peer can wake us.
@@ -178,7 +191,10 @@ bool Progress::block_on_link(Transfer* transfers, size_t n, Clock::time_point no
 }
 
 void Progress::idle(Transfer* transfers, size_t n) {
-  if (idle_rounds_ == 0) idle_since_ = last_alive_check_ = Clock::now();
+  if (idle_rounds_ == 0) {
+    idle_since_ = last_alive_check_ = last_look_ = Clock::now();
+    core_taken_ = false;
+  }
   ++idle_rounds_;
   bool sockets_only = all_have_fds(transfers, n);
   if (!sockets_only && idle_rounds_ % kClockEvery != 0) {
@@ -188,6 +204,8 @@ void Progress::idle(Transfer* transfers, size_t n) {
   auto now = Clock::now();
   if (now >= deadline_.at()) throw_timeout(transfers, n);
   auto waited = now - idle_since_;
+  core_taken_ = core_taken_ || now - last_look_ >= kCoreTaken;
+  last_look_ = now;
   if (sockets_only) {
     // Each retry is a system call, so spinning here is cheap in count; it keeps the core
     // awake for an answer that is a few microseconds away, where sleeping in poll() on an
@@ -200,7 +218,8 @@ void Progress::idle(Transfer* transfers, size_t n) {
     last_alive_check_ = now;
     check_alive(transfers, n);
   }
-  if (waited >= kSpinPhase && block_on_link(transfers, n, now)) return;
+  bool may_block = waited >= kBlockAfter || (waited >= kSpinPhase && core_taken_);
+  if (may_block && block_on_link(transfers, n, now)) return;
   back_off(waited);
 }
 

@@ -1,8 +1,9 @@
 // Progress drives a set of transfers on (possibly different kinds of) links from the calling
 // thread: it moves bytes without blocking and, when nothing moves, waits in the cheapest way
-// the links allow — poll() when every waiting link has a descriptor; otherwise a short spin,
-// then blocking on one link that supports Link::wait_ready (shared memory: a futex the peer
-// rings) in slices of about a millisecond, or, where no link can block, sched_yield and
+// the links allow — poll() when every waiting link has a descriptor; otherwise a short spin
+// and sched_yield for about 2 ms while the core has nothing else to run (an idle core would
+// halt its vCPU), then blocking on one link that supports Link::wait_ready (shared memory:
+// a futex the peer rings) in slices of about a millisecond, or, where no link can block,
 // brief sleeps. Peer liveness is checked about every millisecond.
 // It never waits past its Deadline: TimeoutError names the operation and the waiting peers.
 #pragma once
@@ -126,6 +127,10 @@ class Progress {
   unsigned idle_rounds_ = 0;
   Clock::time_point idle_since_{};
   Clock::time_point last_alive_check_{};
+  // This wait's last look at the clock, and whether the core was taken from it since it
+  // began (see kBlockAfter in progress.cc).
+  Clock::time_point last_look_{};
+  bool core_taken_ = false;
 };
 
 }  // namespace chorus::transport
