@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """What a waiting worker's idle core costs on this machine (docs/benchmarks.md).
 
-Two bare training workers (the step of train_fashion_mnist.py: the tutorial CNN, batch 64,
+Two bare training workers (step_jitter.py's step: train_fashion_mnist.py's CNN, batch 64,
 one thread, no communication), pinned to cpu 0 and cpu 1, in three ways per round:
   free    independent, as solo-2
   block   in lockstep, meeting at a barrier before every step that blocks in the kernel
@@ -37,34 +37,17 @@ def meet(mode, cpu, step, barrier, arrived):
 
 def worker(cpu, mode, steps, warmup, barrier, arrived, results):
     os.sched_setaffinity(0, {cpu})
-    import torch
-    import torch.nn.functional as F
     sys.path.insert(0, HERE)
-    from train_fashion_mnist import Net, read_idx
-    torch.set_num_threads(1)
-    images = torch.from_numpy(read_idx(DATA + "/train-images-idx3-ubyte.gz").copy())
-    labels = torch.from_numpy(read_idx(DATA + "/train-labels-idx1-ubyte.gz").copy()).long()
-    images = images.float().div_(255).unsqueeze(1)
-    torch.manual_seed(1234)
-    model = Net()
-    sgd = torch.optim.SGD(model.parameters(), lr=0.01)
-    order = torch.randperm(images.shape[0])
-    batches = order.shape[0] // 64
+    from step_jitter import bare_training_step
+    step = bare_training_step(DATA)
     computing, start = [], None
-    for step in range(warmup + steps):
-        meet(mode, cpu, step, barrier, arrived)
-        if step == warmup:
+    for i in range(warmup + steps):
+        meet(mode, cpu, i, barrier, arrived)
+        if i == warmup:
             start = time.perf_counter()
         began = time.perf_counter()
-        sel = order[(step % batches) * 64:(step % batches + 1) * 64]
-        x, y = images.index_select(0, sel), labels.index_select(0, sel)
-        sgd.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-        loss.backward()
-        sgd.step()
-        loss.item()
-        if step >= warmup:
+        step(i)
+        if i >= warmup:
             computing.append(time.perf_counter() - began)
     results.put((cpu, statistics.mean(computing), steps * 64 / (time.perf_counter() - start)))
 

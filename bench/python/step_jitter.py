@@ -35,7 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def worker(steps, warmup, data):
+def bare_training_step(data):
+    """The training step of train_fashion_mnist.py without communication, one thread:
+    returns step(i), which runs step i (batch 64 of a shuffled order, SGD)."""
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
@@ -49,10 +51,9 @@ def worker(steps, warmup, data):
     sgd = torch.optim.SGD(model.parameters(), lr=0.01)
     order = torch.randperm(images.shape[0])
     batches = order.shape[0] // 64
-    times = []
-    for step in range(warmup + steps):
-        start = time.perf_counter()
-        sel = order[(step % batches) * 64:(step % batches + 1) * 64]
+
+    def step(i):
+        sel = order[(i % batches) * 64:(i % batches + 1) * 64]
         x, y = images.index_select(0, sel), labels.index_select(0, sel)
         sgd.zero_grad(set_to_none=True)
         logits = model(x)
@@ -61,7 +62,16 @@ def worker(steps, warmup, data):
         sgd.step()
         loss.item()
         logits.argmax(1).eq(y).sum().item()
-        if step >= warmup:
+    return step
+
+
+def worker(steps, warmup, data):
+    step = bare_training_step(data)
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        step(i)
+        if i >= warmup:
             times.append(time.perf_counter() - start)
     print(" ".join("%.7f" % t for t in times))
 
