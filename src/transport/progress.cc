@@ -204,8 +204,6 @@ void Progress::idle(Transfer* transfers, size_t n) {
   auto now = Clock::now();
   if (now >= deadline_.at()) throw_timeout(transfers, n);
   auto waited = now - idle_since_;
-  core_taken_ = core_taken_ || now - last_look_ >= kCoreTaken;
-  last_look_ = now;
   if (sockets_only) {
     // Each retry is a system call, so spinning here is cheap in count; it keeps the core
     // awake for an answer that is a few microseconds away, where sleeping in poll() on an
@@ -218,6 +216,8 @@ void Progress::idle(Transfer* transfers, size_t n) {
     last_alive_check_ = now;
     check_alive(transfers, n);
   }
+  core_taken_ = core_taken_ || now - last_look_ >= kCoreTaken;
+  last_look_ = now;
   bool may_block = waited >= kBlockAfter || (waited >= kSpinPhase && core_taken_);
   if (may_block && block_on_link(transfers, n, now)) return;
   back_off(waited);
