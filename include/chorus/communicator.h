@@ -7,7 +7,9 @@
 //
 // Errors: IoError when a peer is gone, TimeoutError when a peer stops answering for
 // `timeout`; after either, the communicator is broken (every later call throws IoError)
-// and this rank's links are closed so that the other ranks fail within seconds too.
+// and this rank's links are closed so that the other ranks fail within seconds too. Their
+// errors then carry this rank's own (in shared memory, and through the store over TCP), so
+// that every rank names the first failure.
 // InvalidArgument for bad arguments (nothing was sent).
 //
 // Thread safety: one thread at a time may call a Communicator's collectives.
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chorus/dtype.h"
@@ -102,7 +105,8 @@ struct BufferPart {
 class Communicator {
  public:
   // Collective over `size` ranks that share `store`: connects this rank to every other.
-  // Throws TimeoutError naming missing ranks, AuthError on a wrong secret.
+  // Throws TimeoutError naming missing ranks, AuthError on a wrong secret. `store` must
+  // outlive the communicator (split() and the abort reasons of TCP links use it).
   static std::unique_ptr<Communicator> create(Store& store, int rank, int size,
                                               const CommunicatorOptions& options);
   ~Communicator();
@@ -169,8 +173,9 @@ class Communicator {
   // rank.
   SharedBuffer alloc_shared(size_t bytes, SharedPages pages = SharedPages::kPopulated);
 
-  // Breaks the communicator (see above). May be called from any thread.
-  void abort() noexcept;
+  // Breaks the communicator (see above), telling the other ranks `reason` (this rank's
+  // error; empty: none). May be called from any thread.
+  void abort(std::string_view reason = {}) noexcept;
   bool broken() const;
 
   const CommunicatorOptions& options() const;

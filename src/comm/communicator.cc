@@ -262,7 +262,7 @@ bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
   impl_->shared.locate(p, bytes, &id, &offset);
   return id != 0;
 }
-void Communicator::abort() noexcept { impl_->fail({}); }
+void Communicator::abort(std::string_view reason) noexcept { impl_->fail(reason); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
                              ReduceOp op) {

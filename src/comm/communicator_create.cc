@@ -88,6 +88,7 @@ std::unique_ptr<Communicator> Communicator::create(Store& store, int rank, int s
   mesh_options.timeout = options.timeout;
   mesh_options.secret = options.secret;
   auto mesh = transport::connect_mesh(store, rank, size, mesh_options);
+  mesh->set_abort_notes(std::make_shared<transport::AbortNotes>(store, rank));
   auto comm = comm::make_communicator(std::move(mesh), options);
   comm->impl_->store = &store;
   return comm;

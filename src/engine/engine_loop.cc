@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <string>
 
 #include "chorus/error.h"
 #include "util/background_thread.h"
@@ -21,6 +23,16 @@ constexpr int kHeader = 3;
 // step on the cores the model computes on; the tick keeps a peer's stall reports, its
 // shutdown and the transport's liveness checks going.
 constexpr auto kIdleTick = std::chrono::milliseconds(20);
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception of an unknown type";
+  }
+}
 
 }  // namespace
 
@@ -53,8 +65,9 @@ void Loop::run() noexcept {
     while (cycle()) {
     }
   } catch (...) {
-    // The ranks may now be out of step: break the communicator so peers fail fast too.
-    comm_.abort();
+    // The ranks may now be out of step: break the communicator so peers fail fast too, and
+    // tell them why (a collective's failure told them already: the first reason stays).
+    comm_.abort(message_of(std::current_exception()));
     stop(std::current_exception());
   }
 }
@@ -343,12 +356,7 @@ void Loop::stop(std::exception_ptr error) {
   for (auto& [name, op] : ops_) shared_.complete(*op, error);
   ops_.clear();
   if (join) join->finish(error);
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    CHORUS_LOG(kInfo, "engine") << "rank " << rank_ << " stopped: " << e.what();
-  } catch (...) {
-  }
+  CHORUS_LOG(kInfo, "engine") << "rank " << rank_ << " stopped: " << message_of(error);
 }
 
 }  // namespace chorus::engine

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "chorus/error.h"
+#include "transport/abort_notes.h"
 #include "transport/peer_memory.h"
 
 namespace chorus::transport {
@@ -102,6 +103,13 @@ class Link {
   // a collective fails so that every other rank stops waiting within seconds. `reason` (this
   // rank's error, or empty) reaches the peer's error where the link can carry it (shm).
   virtual void abort(std::string_view reason) noexcept = 0;
+  // For a link that cannot carry a reason: where to look up the one its peer left when the
+  // peer breaks the link (transport/abort_notes.h). Returns whether the link uses `notes`
+  // (which must outlive it); set once, before the link is used.
+  virtual bool set_abort_notes(AbortNotes* notes) {
+    (void)notes;
+    return false;
+  }
 
   // "tcp to rank 3 (10.0.0.2:4431)" — for error messages.
   virtual std::string describe() const = 0;

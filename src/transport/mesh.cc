@@ -201,6 +201,19 @@ MeshOptions MeshOptions::from_env() {
   return o;
 }
 
+void Mesh::abort(std::string_view reason) noexcept {
+  for (auto& l : links_)
+    if (l) l->abort(reason);
+  if (abort_notes_) abort_notes_->publish(reason);
+}
+
+void Mesh::set_abort_notes(std::shared_ptr<AbortNotes> notes) {
+  bool used = false;
+  for (auto& l : links_)
+    if (l && l->set_abort_notes(notes.get())) used = true;
+  if (used) abort_notes_ = std::move(notes);
+}
+
 std::unique_ptr<Mesh> connect_mesh(Store& store, int rank, int size, const MeshOptions& options) {
   CHORUS_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "connect_mesh: rank ", rank,
                    " outside a group of size ", size);

@@ -85,15 +85,18 @@ class Mesh {
   int size() const { return topology_.size; }
   // The link to `peer`. REQUIRES: peer != rank() and 0 <= peer < size().
   Link& link(int peer) { return *links_[peer]; }
-  // Aborts every link (see Link::abort), telling peers `reason` where a link can.
-  void abort(std::string_view reason) noexcept {
-    for (auto& l : links_)
-      if (l) l->abort(reason);
-  }
+  // Aborts every link (see Link::abort), telling peers `reason` where a link can, then
+  // leaves it in the abort notes, if any, for the peers whose links cannot.
+  void abort(std::string_view reason) noexcept;
+  // Hands `notes` to the links that cannot carry a reason (TCP); kept only if one takes it.
+  void set_abort_notes(std::shared_ptr<AbortNotes> notes);
 
  protected:
   Topology topology_;
   std::vector<std::unique_ptr<Link>> links_;  // links_[rank()] is null
+
+ private:
+  std::shared_ptr<AbortNotes> abort_notes_;
 };
 
 // Collective over `size` ranks sharing `store` (use a PrefixStore per group/attempt).

@@ -126,8 +126,9 @@ TEST_P(CommFault, KilledRankIsAnIoErrorOnEverySurvivor) {
 // - rank 2 waits to receive from rank 1 and throws TimeoutError at its 1.5 s deadline;
 // - rank 0 waits to receive from rank 2 (or, at the end of a single-copy ring, for rank 1's
 //   "done"): whichever deadline comes first wins. Either rank 2 timed out first and
-//   aborted its links, so rank 0 sees IoError from rank 2 (most runs), or rank 0's own
-//   deadline came first: TimeoutError receiving from rank 2 (or rank 1).
+//   aborted its links, so rank 0 sees IoError from rank 2 (most runs; over tcp it names
+//   rank 2's timeout, from the store), or rank 0's own deadline came first: TimeoutError
+//   receiving from rank 2 (or rank 1).
 // Both within a few ms of the timeout after the stop; then the stopped rank is killed.
 TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
   const milliseconds timeout(1500);
@@ -162,6 +163,13 @@ TEST_P(CommFault, StoppedRankIsATimeoutThenIoErrorsCascade) {
     EXPECT_NE(std::strstr(predecessor.message, ": timed out receiving from "), nullptr);
   } else {
     EXPECT_STREQ(predecessor.error_type, "IoError") << predecessor.message;
+    if (std::strcmp(GetParam(), "tcp") == 0) {
+      // Rank 2's own error, which it left in the store when it aborted its links.
+      EXPECT_NE(std::strstr(predecessor.message, ": the peer aborted the link ("), nullptr)
+          << predecessor.message;
+      EXPECT_NE(std::strstr(predecessor.message, "timed out receiving from tcp to rank 1"), nullptr)
+          << predecessor.message;
+    }
   }
   expect_exits(SIGKILL);
 }

@@ -8,6 +8,7 @@
 #include "chorus/error.h"
 #include "mesh_harness.h"
 #include "rendezvous/auth.h"
+#include "transport/abort_notes.h"
 #include "transport/handshake.h"
 #include "util/net.h"
 
@@ -245,6 +246,80 @@ TEST(Mesh, AbortWakesTheOtherRank) {
     });
     for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
   }
+}
+
+// The error a 1 MiB receive from rank 0 throws on rank 1 (it must throw IoError).
+std::string receive_error(Mesh& mesh) {
+  std::vector<char> buf(1 << 20);
+  Transfer t = Transfer::recv(mesh.link(0), buf.data(), buf.size());
+  try {
+    Progress(Deadline::after(std::chrono::seconds(20)), "recv").finish(&t, 1);
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "a receive from an aborted rank did not throw";
+  return "";
+}
+
+// TCP links carry no reason: the aborting rank leaves it in the store (AbortNotes), and its
+// peer's error names it — printable ASCII only, at most 511 bytes, the first reason only.
+TEST(Mesh, AbortReasonReachesATcpPeerThroughTheStore) {
+  TestStore store;
+  const std::string head = "rank 0: TimeoutError: timed out receiving from rank 7";
+  std::string seen, own;
+  auto errors = run_ranks(2, [&](int rank) {
+    auto client = store.client("notes/");
+    auto mesh = connect_mesh(*client, rank, 2, options(TransportKind::kTcp, store.secret()));
+    mesh->set_abort_notes(std::make_shared<AbortNotes>(*client, rank));
+    if (rank == 1) {
+      seen = receive_error(*mesh);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    mesh->abort(head + "\n\x01" + std::string(600, 'x'));
+    mesh->abort("a later reason");
+    char c;
+    try {
+      mesh->link(1).try_recv(&c, 1);
+    } catch (const IoError& e) {
+      own = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
+  std::string told = ": the peer aborted the link (" + head + "??" +
+                     std::string(kAbortReasonMax - head.size() - 2, 'x') + ")";
+  EXPECT_NE(seen.find("connection closed by tcp to rank 0"), std::string::npos) << seen;
+  EXPECT_NE(seen.find(told), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("a later reason"), std::string::npos) << seen;
+  EXPECT_NE(own.find("after this rank aborted the link"), std::string::npos) << own;
+  EXPECT_EQ(own.find("the peer aborted"), std::string::npos) << own;
+}
+
+// A rank that breaks its links without a reason (or dies) leaves no note: its peer waits
+// for one briefly, then fails with the closed connection alone.
+TEST(Mesh, AbortWithoutAReasonLeavesTheTcpPeerNone) {
+  TestStore store;
+  std::string seen;
+  auto errors = run_ranks(2, [&](int rank) {
+    auto client = store.client("no-note/");
+    auto mesh = connect_mesh(*client, rank, 2, options(TransportKind::kTcp, store.secret()));
+    mesh->set_abort_notes(std::make_shared<AbortNotes>(*client, rank));
+    if (rank == 1) {
+      seen = receive_error(*mesh);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    mesh->abort({});
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
+  EXPECT_NE(seen.find("connection closed by tcp to rank 0"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("the peer aborted"), std::string::npos) << seen;
+}
+
+TEST(AbortNotes, ShowOnlyPrintableAsciiUpToTheLimit) {
+  EXPECT_EQ(printable_reason("ok: \t\x7f\xc3\xa9!"), "ok: ????!");
+  EXPECT_EQ(printable_reason(std::string(600, 'y')), std::string(kAbortReasonMax, 'y'));
+  EXPECT_EQ(printable_reason(""), "");
 }
 
 }  // namespace

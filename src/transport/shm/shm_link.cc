@@ -148,6 +148,8 @@ void ShmLink::throw_broken(const char* op) const {
                " failed: the peer aborted the link", peer_abort_reason());
 }
 
+static_assert(shm::kAbortReasonBytes - 1 == kAbortReasonMax, "as long as a note's reason");
+
 // " (<the peer's error>)", or "" when it gave none. The text is the peer's: only printable
 // ASCII is kept, and no more than the slot holds even if its NUL is missing.
 std::string ShmLink::peer_abort_reason() const {
@@ -155,10 +157,7 @@ std::string ShmLink::peer_abort_reason() const {
   uint32_t by = h->aborted_by.load(std::memory_order_acquire);
   if (by != static_cast<uint32_t>(2 - side_)) return "";  // not aborted by the peer (1 + side)
   const char* theirs = h->abort_reason[1 - side_];
-  std::string text;
-  for (size_t i = 0; i < shm::kAbortReasonBytes - 1 && theirs[i] != '\0'; ++i) {
-    text += theirs[i] >= 0x20 && theirs[i] < 0x7f ? theirs[i] : '?';
-  }
+  std::string text = printable_reason({theirs, ::strnlen(theirs, shm::kAbortReasonBytes - 1)});
   return text.empty() ? "" : " (" + text + ")";
 }
 

@@ -123,7 +123,8 @@ size_t TcpLink::send_iov(iovec* iov, size_t count) {
     if (k >= 0) return static_cast<size_t>(k);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    CHORUS_THROW(IoError, "send to ", describe(), " failed: ", std::strerror(errno));
+    throw_broken("send to " + describe() + " failed: " + std::strerror(errno),
+                 errno == EPIPE || errno == ECONNRESET);
   }
 }
 
@@ -131,11 +132,22 @@ ssize_t TcpLink::recv_some(char* at, size_t n) {
   for (;;) {
     ssize_t k = ::recv(fd_.get(), at, n, MSG_DONTWAIT);
     if (k > 0) return k;
-    if (k == 0) CHORUS_THROW(IoError, "connection closed by ", describe());
+    if (k == 0) throw_broken("connection closed by " + describe(), true);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    CHORUS_THROW(IoError, "receive from ", describe(), " failed: ", std::strerror(errno));
+    throw_broken("receive from " + describe() + " failed: " + std::strerror(errno),
+                 errno == ECONNRESET);
   }
+}
+
+void TcpLink::throw_broken(const std::string& what, bool peer_gone) const {
+  if (locally_aborted_.load(std::memory_order_relaxed)) {
+    CHORUS_THROW(IoError, what, " after this rank aborted the link");
+  }
+  std::string reason =
+      peer_gone && abort_notes_ != nullptr ? abort_notes_->peer_reason(peer()) : "";
+  if (reason.empty()) CHORUS_THROW(IoError, what);
+  CHORUS_THROW(IoError, what, ": the peer aborted the link (", reason, ")");
 }
 
 TcpLink::Staging& TcpLink::incoming() {
@@ -203,7 +215,10 @@ const char* TcpLink::peek_recv(size_t* available) {
 
 void TcpLink::consume_recv(size_t n) { in_begin_ += n; }
 
-void TcpLink::abort(std::string_view /*reason*/) noexcept { ::shutdown(fd_.get(), SHUT_RDWR); }
+void TcpLink::abort(std::string_view /*reason*/) noexcept {
+  locally_aborted_.store(true, std::memory_order_relaxed);
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
 
 std::string TcpLink::describe() const {
   return "tcp to rank " + std::to_string(peer()) + " (" + label_ + ")";

@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -52,8 +53,13 @@ class TcpLink : public Link {
   bool buffered_input() const override { return in_begin_ < in_end_; }
   int poll_fd() const override { return fd_.get(); }
   void check_alive() override {}
-  // A TCP link cannot carry `reason`: the peer sees the connection shut down.
+  // A TCP link cannot carry `reason`: the peer sees the connection shut down, and finds the
+  // reason in the abort notes, when the mesh has them (transport/abort_notes.h).
   void abort(std::string_view reason) noexcept override;
+  bool set_abort_notes(AbortNotes* notes) override {
+    abort_notes_ = notes;
+    return true;
+  }
   std::string describe() const override;
 
   // Bytes handed to one send(): on loopback, 1-2 MiB in one call made 2-rank allreduces
@@ -68,6 +74,10 @@ class TcpLink : public Link {
   static constexpr uint32_t kPadMagic = 0x44504843;  // "CHPD"
 
  private:
+  // Throws IoError: `what` failed, because this rank aborted the link, or with the reason
+  // the peer left in the abort notes (waiting for it briefly) when it closed or reset.
+  [[noreturn]] void throw_broken(const std::string& what, bool peer_gone) const;
+
   // Makes unread bytes available in the incoming buffer (a recv when it is empty, or when
   // fewer than an element's worth remain at its end). Throws IoError as try_recv.
   void fill();
@@ -104,6 +114,8 @@ class TcpLink : public Link {
 
   net::Fd fd_;
   std::string label_;
+  AbortNotes* abort_notes_ = nullptr;
+  std::atomic<bool> locally_aborted_{false};
   std::optional<Staging> out_, in_;
   const char* out_src_ = nullptr;  // the caller's address of out_[0]
   size_t out_staged_ = 0, out_sent_ = 0;
