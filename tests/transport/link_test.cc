@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -517,6 +518,36 @@ TEST(ShmLink, WaitReadyTimesOutWithoutAWake) {
   auto start = Clock::now();
   EXPECT_TRUE(p.b->wait_ready(false, std::chrono::milliseconds(30)));
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(25));
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Progress spins and yields for about 2 ms on a link without a descriptor, then blocks on
+// its futex (or sleeps, on a link that cannot block): a receive that waits 600 ms for its
+// peer must not hold a core for it. A waiter that kept spinning or yielding used 597 ms of
+// CPU here; its thread's CPU time bounds that, whatever else runs.
+TEST(ShmLink, ALongWaitDoesNotHoldItsCore) {
+  LinkPair p = make_shm_pair(4096);
+  const auto wait = std::chrono::milliseconds(600);
+  std::thread peer([&] {
+    std::this_thread::sleep_for(wait);
+    char c = 9;
+    EXPECT_EQ(p.a->try_send(&c, 1), 1u);
+  });
+  char c = 0;
+  double cpu_before = thread_cpu_seconds();
+  auto start = Clock::now();
+  Transfer t = Transfer::recv(*p.b, &c, 1);
+  Progress(Deadline::after(std::chrono::seconds(20)), "a long wait").finish(&t, 1);
+  double cpu = thread_cpu_seconds() - cpu_before;
+  peer.join();
+  EXPECT_EQ(c, 9);
+  EXPECT_GE(Clock::now() - start, wait - std::chrono::milliseconds(50));
+  EXPECT_LT(cpu, 0.15) << "the waiting thread ran " << cpu * 1e3 << " ms of CPU in a 600 ms wait";
 }
 
 // The peer owns one counter of each ring and may be broken: a tail beyond the head, or a
