@@ -5,17 +5,21 @@
 # train_fashion_mnist.py does the job of examples/fashion_mnist step for step (the tutorial
 # CNN on Fashion-MNIST, batch 64 per worker, one thread per worker) with --backend chorus or
 # ddp; both run under chorusrun. Configurations, interleaved --repeat times so the machine's
-# noise hits all alike, medians reported:
-#   py-chorus-1, py-chorus-2   chorus.torch on 1 and 2 workers
-#   ddp-1, ddp-2               DDP on 1 and 2 workers
-#   solo-2                     two 1-worker chorus.torch jobs at once, their rates summed:
-#                              what two workers on this machine do without communicating
+# noise hits all alike, medians reported. A run measures them in the order below, the next
+# run in the reverse order (so drift over a run cancels), and each bar's two terms are
+# neighbours: the hypervisor moves this machine's speed by 5-10 % every few minutes, and a
+# ratio of two figures a minute apart measured that more than chorus (docs/benchmarks.md).
+#   py-chorus-1                chorus.torch on 1 worker
 #   cpp-2                      the C++ example, examples/fashion_mnist, on 2 workers: the same
 #                              work per step, so chorus.torch's own cost shows as the ratio
+#   solo-2                     two 1-worker chorus.torch jobs at once, their rates summed:
+#                              what two workers on this machine do without communicating
+#   py-chorus-2                chorus.torch on 2 workers
 #   lock-2                     py-chorus-2 with --lockstep-only: no averaging, a barrier per
 #                              step; lock-2 / solo-2 is what lockstep alone costs here
 #   bal-2                      py-chorus-2 with --balance: the global batch split by each
 #                              worker's speed in the step before (chorus.torch.BatchBalancer)
+#   ddp-2, ddp-1               DDP on 2 and 1 workers
 # Bars (issue 21): py-chorus-2 >= 0.95x solo-2 and >= 1.4x ddp-2; py-chorus-2 within 5% of
 # cpp-2. The last lines give the medians of each run's own ratios too. Every figure is
 # printed with the hypervisor's steal time and the cores' round trip before it (measure.sh).
@@ -56,16 +60,24 @@ cpp_rate() { fashion_mnist_rate "$1" "$steps" "$warmup"; }
 declare -a p1 p2 l2 b2 d1 d2 s2 c2 r_solo r_ddp r_cpp r_lock r_averaging r_balanced
 echo "# python compare_training: $steps steps ($warmup warmup), batch 64/worker, 1 thread/worker, repeat $repeat"
 echo "# $(cpu_model), $(getconf _NPROCESSORS_ONLN) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+run_config() {  # name: measures it, appends its rate to its array and to $line
+  case "$1" in
+    py-chorus-1) measure py_rate chorus 1; p1+=("$rate") ;;
+    cpp-2) measure cpp_rate 2; c2+=("$rate") ;;
+    solo-2) measure two_at_once py_rate chorus 1; s2+=("$rate") ;;
+    py-chorus-2) measure py_rate chorus 2; p2+=("$rate") ;;
+    lock-2) measure py_rate chorus 2 --lockstep-only; l2+=("$rate") ;;
+    bal-2) measure py_rate chorus 2 --balance; b2+=("$rate") ;;
+    ddp-2) measure py_rate ddp 2; d2+=("$rate") ;;
+    ddp-1) measure py_rate ddp 1; d1+=("$rate") ;;
+  esac
+  line+="  $1 $rate ($steal%, $cores ns)"
+}
+order=(py-chorus-1 cpp-2 solo-2 py-chorus-2 lock-2 bal-2 ddp-2 ddp-1)
 for ((i = 1; i <= repeat; i++)); do
   line="# run $i:"
-  measure py_rate chorus 1; p1+=("$rate"); line+="  py-chorus-1 $rate ($steal%, $cores ns)"
-  measure py_rate chorus 2; p2+=("$rate"); line+="  py-chorus-2 $rate ($steal%, $cores ns)"
-  measure py_rate chorus 2 --lockstep-only; l2+=("$rate"); line+="  lock-2 $rate ($steal%, $cores ns)"
-  measure py_rate chorus 2 --balance; b2+=("$rate"); line+="  bal-2 $rate ($steal%, $cores ns)"
-  measure py_rate ddp 1; d1+=("$rate"); line+="  ddp-1 $rate ($steal%, $cores ns)"
-  measure py_rate ddp 2; d2+=("$rate"); line+="  ddp-2 $rate ($steal%, $cores ns)"
-  measure two_at_once py_rate chorus 1; s2+=("$rate"); line+="  solo-2 $rate ($steal%, $cores ns)"
-  measure cpp_rate 2; c2+=("$rate"); line+="  cpp-2 $rate ($steal%, $cores ns)"
+  if ((i % 2)); then configs=("${order[@]}"); else configs=(); for c in "${order[@]}"; do configs=("$c" "${configs[@]}"); done; fi
+  for c in "${configs[@]}"; do run_config "$c"; done
   r_solo+=("$(ratio "${p2[-1]}" "${s2[-1]}")")
   r_ddp+=("$(ratio "${p2[-1]}" "${d2[-1]}")")
   r_cpp+=("$(ratio "${p2[-1]}" "${c2[-1]}")")

@@ -1,7 +1,5 @@
 #include "transport/abort_notes.h"
 
-#include <algorithm>
-
 namespace chorus::transport {
 namespace {
 
