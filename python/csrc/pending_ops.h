@@ -43,6 +43,13 @@ struct PendingOp {
   std::shared_ptr<ProcessSet> set;
   int set_id = 0;
   std::vector<std::string> names;  // the names it holds (given ones; unnamed ops hold none)
+  // Adasum (adasum.h): tensors[i] gathers every rank's tensor, and the result goes into
+  // adasum_out[i] when the op is synchronized.
+  struct Adasum {
+    std::vector<at::Tensor> out;
+    int64_t ranks = 0;
+    double prescale = 1.0, postscale = 1.0;
+  } adasum;
 
   // Whether every part finished (successfully or not); never blocks.
   bool poll() const;

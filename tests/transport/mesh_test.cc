@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 
 #include "chorus/error.h"
 #include "mesh_harness.h"
@@ -261,14 +262,13 @@ std::string receive_error(Mesh& mesh) {
   return "";
 }
 
-// TCP links carry no reason: the aborting rank leaves it in the store (AbortNotes), and its
-// peer's error names it — printable ASCII only, at most 511 bytes, the first reason only.
-TEST(Mesh, AbortReasonReachesATcpPeerThroughTheStore) {
-  TestStore store;
-  const std::string head = "rank 0: TimeoutError: timed out receiving from rank 7";
-  std::string seen, own;
+// Two ranks over TCP with abort notes in `store`: rank 0 runs `aborting` 50 ms in, while
+// rank 1 receives from it. Returns the error rank 1's receive threw.
+std::string peer_error_after(TestStore& store, const std::string& prefix,
+                             const std::function<void(Mesh&)>& aborting) {
+  std::string seen;
   auto errors = run_ranks(2, [&](int rank) {
-    auto client = store.client("notes/");
+    auto client = store.client(prefix);
     auto mesh = connect_mesh(*client, rank, 2, options(TransportKind::kTcp, store.secret()));
     mesh->set_abort_notes(std::make_shared<AbortNotes>(*client, rank));
     if (rank == 1) {
@@ -276,19 +276,31 @@ TEST(Mesh, AbortReasonReachesATcpPeerThroughTheStore) {
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    mesh->abort(head + "\n\x01" + std::string(600, 'x'));
-    mesh->abort("a later reason");
+    aborting(*mesh);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
+  EXPECT_NE(seen.find("connection closed by tcp to rank 0"), std::string::npos) << seen;
+  return seen;
+}
+
+// TCP links carry no reason: the aborting rank leaves it in the store (AbortNotes), and its
+// peer's error names it — printable ASCII only, at most 511 bytes, the first reason only.
+TEST(Mesh, AbortReasonReachesATcpPeerThroughTheStore) {
+  TestStore store;
+  const std::string head = "rank 0: TimeoutError: timed out receiving from rank 7";
+  std::string own;
+  std::string seen = peer_error_after(store, "notes/", [&](Mesh& mesh) {
+    mesh.abort(head + "\n\x01" + std::string(600, 'x'));
+    mesh.abort("a later reason");
     char c;
     try {
-      mesh->link(1).try_recv(&c, 1);
+      mesh.link(1).try_recv(&c, 1);
     } catch (const IoError& e) {
       own = e.what();
     }
   });
-  for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
   std::string told = ": the peer aborted the link (" + head + "??" +
                      std::string(kAbortReasonMax - head.size() - 2, 'x') + ")";
-  EXPECT_NE(seen.find("connection closed by tcp to rank 0"), std::string::npos) << seen;
   EXPECT_NE(seen.find(told), std::string::npos) << seen;
   EXPECT_EQ(seen.find("a later reason"), std::string::npos) << seen;
   EXPECT_NE(own.find("after this rank aborted the link"), std::string::npos) << own;
@@ -299,20 +311,7 @@ TEST(Mesh, AbortReasonReachesATcpPeerThroughTheStore) {
 // for one briefly, then fails with the closed connection alone.
 TEST(Mesh, AbortWithoutAReasonLeavesTheTcpPeerNone) {
   TestStore store;
-  std::string seen;
-  auto errors = run_ranks(2, [&](int rank) {
-    auto client = store.client("no-note/");
-    auto mesh = connect_mesh(*client, rank, 2, options(TransportKind::kTcp, store.secret()));
-    mesh->set_abort_notes(std::make_shared<AbortNotes>(*client, rank));
-    if (rank == 1) {
-      seen = receive_error(*mesh);
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    mesh->abort({});
-  });
-  for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[r]) << what(errors[r]);
-  EXPECT_NE(seen.find("connection closed by tcp to rank 0"), std::string::npos) << seen;
+  std::string seen = peer_error_after(store, "no-note/", [](Mesh& mesh) { mesh.abort({}); });
   EXPECT_EQ(seen.find("the peer aborted"), std::string::npos) << seen;
 }
 

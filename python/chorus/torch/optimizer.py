@@ -374,7 +374,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     reduced together), ``sparse_as_dense``. chorus's: ``bucket_bytes``, the most bytes of
     gradients per bucket of shared memory (0: no buckets; docs/torch.md)."""
     if op == Adasum:
-        raise NotImplementedError("chorus does not implement Adasum yet: use op=hvd.Average")
+        raise NotImplementedError("chorus's DistributedOptimizer does not take op=hvd.Adasum "
+                                  "(Horovod's delta optimizer) yet: use op=hvd.Average; "
+                                  "hvd.allreduce(op=hvd.Adasum) works")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:

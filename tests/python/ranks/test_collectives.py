@@ -157,3 +157,79 @@ def test_objects():
                                                                   "t": (1, 2.5, "x")}
     assert hvd.allgather_object(obj) == [{"rank": r, "t": (1, 2.5, "x")}
                                          for r in range(hvd.size())]
+
+
+# --- Adasum -----------------------------------------------------------------------------------
+
+
+def adasum_reference(parts):
+    """Horovod's Adasum over float64 vectors, in rank order: (0, 1), (2, 3) ..., then their
+    results pairwise; a coefficient is 1 where its squared norm is under sqrt(DBL_MIN)."""
+    tiny = torch.finfo(torch.float64).tiny ** 0.5
+    level = [p.double().flatten() for p in parts]
+    while len(level) > 1:
+        nxt = []
+        for a, b in zip(level[0::2], level[1::2]):
+            dot, aa, bb = float(a @ b), float(a @ a), float(b @ b)
+            ca = 1 - dot / aa / 2 if aa >= tiny else 1.0
+            cb = 1 - dot / bb / 2 if bb >= tiny else 1.0
+            nxt.append(ca * a + cb * b)
+        level = nxt
+    return level[0]
+
+
+# Rounding the float64 result once to the tensor's dtype, against the reference's float64.
+ADASUM_RTOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-6,
+               torch.float64: 1e-12}
+
+
+def power_of_2_ranks():
+    return hvd.size() & (hvd.size() - 1) == 0
+
+
+@pytest.mark.parametrize("dtype,shape",
+                         itertools.product([torch.float16, torch.bfloat16, torch.float32,
+                                            torch.float64], [(17,), (2, 3, 4), ()]))
+def test_adasum_against_the_reference(dtype, shape):
+    if not power_of_2_ranks():
+        with pytest.raises(NotImplementedError, match="power-of-2 number of ranks.*has 3"):
+            hvd.allreduce(data(hvd.rank(), shape, dtype), op=hvd.Adasum)
+        return
+    parts = everyone(shape, dtype, seed=3)
+    want = adasum_reference(parts).reshape(shape)
+    got = hvd.allreduce(data(hvd.rank(), shape, dtype, seed=3), op=hvd.Adasum)
+    assert got.dtype == dtype and got.shape == parts[0].shape
+    assert torch.allclose(got.double(), want, rtol=ADASUM_RTOL[dtype], atol=0)
+    every = hvd.allgather(got.reshape(1, -1))  # the same bits on every rank
+    assert all(torch.equal(every[i], every[0]) for i in range(hvd.size()))
+
+
+def test_adasum_adds_orthogonal_and_averages_parallel_tensors():
+    if not power_of_2_ranks():
+        pytest.skip("Adasum needs a power-of-2 number of ranks")
+    n, r, p = 8, hvd.rank(), hvd.size()
+    basis = torch.linalg.qr(torch.randn(n, p, generator=torch.Generator().manual_seed(7),
+                                        dtype=torch.float64))[0]
+    got = hvd.allreduce(basis[:, r].clone(), op=hvd.Adasum)
+    assert torch.allclose(got, basis.sum(1), rtol=0, atol=1e-12)
+    direction = torch.arange(1.0, n + 1, dtype=torch.float64)
+    got = hvd.allreduce(direction * (r + 1), op=hvd.Adasum)
+    assert torch.allclose(got, direction * (p + 1) / 2, rtol=0, atol=1e-12)
+
+
+def test_adasum_in_place_grouped_async_and_scale_factors():
+    if not power_of_2_ranks():
+        pytest.skip("Adasum needs a power-of-2 number of ranks")
+    t = data(hvd.rank(), (6,), torch.float32, seed=4).clone()
+    h = hvd.allreduce_async_(t, name="adasum.inplace", op=hvd.Adasum, prescale_factor=0.5,
+                             postscale_factor=4.0)
+    assert hvd.synchronize(h) is t
+    want = adasum_reference([x * 0.5 for x in everyone((6,), torch.float32, seed=4)]) * 4.0
+    assert torch.allclose(t.double(), want, rtol=1e-6, atol=1e-6)
+    shapes = [(3,), (2, 2)]
+    mine = [data(hvd.rank(), s, torch.float64, seed=5 + i) for i, s in enumerate(shapes)]
+    got = hvd.grouped_allreduce(mine, op=hvd.Adasum)
+    for i, s in enumerate(shapes):  # each tensor combined on its own, as Horovod does
+        want = adasum_reference(everyone(s, torch.float64, seed=5 + i)).reshape(s)
+        assert torch.allclose(got[i], want, rtol=1e-12, atol=0)
+    assert torch.equal(mine[0], data(hvd.rank(), (3,), torch.float64, seed=5))

@@ -89,8 +89,10 @@ def test_bad_arguments():
         hvd.reducescatter(torch.tensor(1.0))
     with pytest.raises(ValueError, match="root rank 99"):
         hvd.broadcast(torch.zeros(1), 99)
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.allreduce(torch.zeros(1), op=hvd.Adasum)
+    with pytest.raises(NotImplementedError, match="Adasum in allreduce only"):
+        hvd.reducescatter(torch.zeros(4), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="Adasum needs floating-point tensors, got Int"):
+        hvd.allreduce(torch.zeros(1, dtype=torch.int32), op=hvd.Adasum)
     with pytest.raises(ValueError, match="unknown reduction op"):
         hvd.allreduce(torch.zeros(1), op=42)
     with pytest.raises(ValueError, match="supersedes average"):
