@@ -44,7 +44,7 @@ struct PendingOp {
   int set_id = 0;
   std::vector<std::string> names;  // the names it holds (given ones; unnamed ops hold none)
   // Adasum (adasum.h): tensors[i] gathers every rank's tensor, and the result goes into
-  // adasum_out[i] when the op is synchronized.
+  // adasum.out[i] when the op is synchronized.
   struct Adasum {
     std::vector<at::Tensor> out;
     int64_t ranks = 0;

@@ -4,8 +4,10 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "chorus/communicator.h"
 #include "chorus/error.h"
 #include "chorus/job.h"
+#include "comm/mpi_comm.h"
 #include "chorus/torch/runtime.h"
 #include "pending_ops.h"
 
@@ -88,6 +90,14 @@ void define_runtime(py::module_& m) {
   m.def("cross_rank", [] { return engine_checked(), chorus::cross_rank(); });
   m.def("cross_size", [] { return engine_checked(), chorus::cross_size(); });
   m.def("is_homogeneous", [] { return engine_checked(), g_homogeneous; });
+  // Horovod's mpi_built / mpi_enabled / mpi_threads_supported: whether this chorus can run
+  // its collectives through MPI, whether this job does (CHORUS_TRANSPORT=mpi, as chorusrun
+  // --mpi sets), and whether MPI then lets the program's own threads call it too.
+  m.def("mpi_built", [] { return comm::MpiComm::available(); });
+  m.def("mpi_enabled", [] {
+    return initialized() && detail::job().world().options().transport == "mpi";
+  });
+  m.def("mpi_threads_supported", [] { return comm::MpiComm::threads_supported(); });
 
   m.def("add_process_set", [](std::vector<int> ranks) {
     Engine& e = engine_checked();

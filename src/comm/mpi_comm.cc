@@ -3,9 +3,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <string>
 
 #include "chorus/error.h"
 #include "comm/mpi_service.h"
@@ -174,6 +176,14 @@ void run_one(const std::function<int(MPI_Request*)>& start, const char* name, co
 }  // namespace
 
 bool MpiComm::available() { return true; }
+
+bool MpiComm::threads_supported() {
+  int provided = MPI_THREAD_SINGLE;
+  mpi::Service::get().call([&] { MPI_Query_thread(&provided); },
+                           Deadline::after(std::chrono::seconds(60)),
+                           [] { return std::string("MPI_Query_thread"); });
+  return provided == MPI_THREAD_MULTIPLE;
+}
 
 MpiComm::MpiComm(std::unique_ptr<State> state) : state_(std::move(state)) {
   mpi::Service::get().hold();

@@ -30,6 +30,11 @@ class MpiComm {
  public:
   // Whether this chorus was built with MPI.
   static bool available();
+  // Whether MPI runs at MPI_THREAD_MULTIPLE, so that a program's own MPI calls may run
+  // beside chorus's MPI thread: only when the program initialised MPI itself at that level
+  // (chorus asks for MPI_THREAD_FUNNELED). Starts the MPI thread (mpi_service.h) when no
+  // MpiComm did; false when built without MPI.
+  static bool threads_supported();
   // The job's world: a duplicate of MPI_COMM_WORLD, whose rank and size must be the job's
   // (`rank`, `size`: InvalidArgument otherwise, e.g. when chorusrun started the ranks
   // without mpirun). `host_id` names this rank's host for the topology. Collective.

@@ -10,6 +10,7 @@ struct MpiComm::State {
 };
 
 bool MpiComm::available() { return false; }
+bool MpiComm::threads_supported() { return false; }
 
 std::unique_ptr<MpiComm> MpiComm::world(int, int, const std::string&, const MpiWait&) {
   CHORUS_THROW(InvalidArgument,

@@ -20,12 +20,16 @@ SCRIPT = textwrap.dedent("""
     import chorus.torch as hvd
     hvd.init()
     r, n = hvd.rank(), hvd.size()
+    # Through MPI, initialised by chorus at MPI_THREAD_FUNNELED: no MPI calls of our own.
+    assert hvd.mpi_built() and hvd.mpi_enabled() and not hvd.mpi_threads_supported()
     total = hvd.allreduce(torch.full((1000,), float(r + 1)), op=hvd.Sum)
     assert total.eq(n * (n + 1) / 2).all(), total[:3]
     pair = hvd.add_process_set([0, n - 1])
     if r in (0, n - 1):
         mean = hvd.allreduce(torch.full((10,), float(r)), op=hvd.Average, process_set=pair)
         assert mean.eq((n - 1) / 2).all(), mean
+        both = hvd.allreduce(torch.full((4,), float(r + 1)), op=hvd.Adasum, process_set=pair)
+        assert both.eq((1 + n) / 2).all(), both  # parallel tensors: their average
     root = hvd.broadcast(torch.arange(5.0) * (r + 1), root_rank=1)
     assert root.eq(torch.arange(5.0) * 2).all(), root
     hvd.shutdown()

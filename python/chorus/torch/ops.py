@@ -109,18 +109,26 @@ def stop_timeline():
 
 
 # What chorus was built with. Its collectives run over its own TCP and shared-memory
-# transports: no MPI, Gloo, NCCL, oneCCL, DDL, CUDA or ROCm.
+# transports, or through MPI (CHORUS_TRANSPORT=mpi, chorusrun --mpi) where it was built with
+# libopenmpi-dev: no Gloo, NCCL, oneCCL, DDL, CUDA or ROCm.
 def mpi_built():
-    return False
+    """Whether this chorus can run its collectives through MPI."""
+    return _ops.mpi_built()
 
 
 def mpi_enabled():
-    return False
+    """Whether this job's collectives run through MPI (False before init())."""
+    return _ops.mpi_enabled()
 
 
 def mpi_threads_supported():
-    raise ValueError("chorus does not run its collectives over MPI, so MPI threading does not "
-                     "apply (mpi_enabled() is False)")
+    """Whether MPI lets the program's own threads call it beside chorus (MPI_THREAD_MULTIPLE,
+    when the program initialised MPI at that level). ValueError unless mpi_enabled()."""
+    if not mpi_enabled():
+        raise ValueError("chorus does not run this job's collectives through MPI, so MPI "
+                         "threading does not apply (mpi_enabled() is False; chorusrun --mpi "
+                         "runs them through MPI)")
+    return _ops.mpi_threads_supported()
 
 
 def gloo_built():
