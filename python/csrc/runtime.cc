@@ -7,8 +7,8 @@
 #include "chorus/communicator.h"
 #include "chorus/error.h"
 #include "chorus/job.h"
-#include "comm/mpi_comm.h"
 #include "chorus/torch/runtime.h"
+#include "comm/mpi_comm.h"
 #include "pending_ops.h"
 
 namespace py = pybind11;
@@ -94,9 +94,8 @@ void define_runtime(py::module_& m) {
   // its collectives through MPI, whether this job does (CHORUS_TRANSPORT=mpi, as chorusrun
   // --mpi sets), and whether MPI then lets the program's own threads call it too.
   m.def("mpi_built", [] { return comm::MpiComm::available(); });
-  m.def("mpi_enabled", [] {
-    return initialized() && detail::job().world().options().transport == "mpi";
-  });
+  m.def("mpi_enabled",
+        [] { return initialized() && detail::job().world().options().transport == "mpi"; });
   m.def("mpi_threads_supported", [] { return comm::MpiComm::threads_supported(); });
 
   m.def("add_process_set", [](std::vector<int> ranks) {
