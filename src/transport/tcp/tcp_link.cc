@@ -123,8 +123,9 @@ size_t TcpLink::send_iov(iovec* iov, size_t count) {
     if (k >= 0) return static_cast<size_t>(k);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    throw_broken("send to " + describe() + " failed: " + std::strerror(errno),
-                 errno == EPIPE || errno == ECONNRESET);
+    const int err = errno;  // before the message's allocations
+    throw_broken("send to " + describe() + " failed: " + std::strerror(err),
+                 err == EPIPE || err == ECONNRESET);
   }
 }
 
@@ -135,8 +136,9 @@ ssize_t TcpLink::recv_some(char* at, size_t n) {
     if (k == 0) throw_broken("connection closed by " + describe(), true);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    throw_broken("receive from " + describe() + " failed: " + std::strerror(errno),
-                 errno == ECONNRESET);
+    const int err = errno;
+    throw_broken("receive from " + describe() + " failed: " + std::strerror(err),
+                 err == ECONNRESET);
   }
 }
 
