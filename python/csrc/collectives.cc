@@ -110,17 +110,15 @@ int64_t adasum_async(const std::vector<at::Tensor>& tensors, const std::vector<s
                      "chorus allreduce: Adasum needs floating-point tensors, got ",
                      c10::toString(t.scalar_type()));
   }
-  int64_t ranks = process_set_for_op(set_id)->size();
-  if (!adasum_ranks_supported(ranks)) {
-    PyErr_SetString(PyExc_NotImplementedError,
-                    ("chorus runs Adasum on a power-of-2 number of ranks, as Horovod does; this "
-                     "process set has " +
-                     std::to_string(ranks))
-                        .c_str());
-    throw py::error_already_set();
-  }
   return submit(kind, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
-    pending.adasum.ranks = ranks;
+    if (!adasum_ranks_supported(set.size())) {
+      PyErr_SetString(PyExc_NotImplementedError,
+                      ("chorus runs Adasum on a power-of-2 number of ranks, as Horovod does; "
+                       "this process set has " +
+                       std::to_string(set.size()))
+                          .c_str());
+      throw py::error_already_set();
+    }
     pending.adasum.prescale = prescale;
     pending.adasum.postscale = postscale;
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -288,7 +286,7 @@ at::Tensor int32_tensor(const std::vector<int64_t>& values) {
 // The Adasum results of an op whose tensors gathered them (adasum_async).
 void finish_adasum(PendingOp& op) {
   for (size_t i = 0; i < op.tensors.size(); ++i) {
-    adasum_into(op.tensors[i].wait(), op.adasum.ranks, op.adasum.prescale, op.adasum.postscale,
+    adasum_into(op.tensors[i].wait(), op.set->size(), op.adasum.prescale, op.adasum.postscale,
                 op.adasum.out[i]);
   }
 }

@@ -43,11 +43,10 @@ struct PendingOp {
   std::shared_ptr<ProcessSet> set;
   int set_id = 0;
   std::vector<std::string> names;  // the names it holds (given ones; unnamed ops hold none)
-  // Adasum (adasum.h): tensors[i] gathers every rank's tensor, and the result goes into
-  // adasum.out[i] when the op is synchronized.
+  // Adasum (adasum.h): tensors[i] gathers every rank of the set's tensor, and the result
+  // goes into adasum.out[i] when the op is synchronized.
   struct Adasum {
     std::vector<at::Tensor> out;
-    int64_t ranks = 0;
     double prescale = 1.0, postscale = 1.0;
   } adasum;
 
