@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import torch
 
 from chorus.torch import _ops
+from chorus.torch.adasum_optimizer import delta_optimizer
 from chorus.torch.compression import Compression
 from chorus.torch.ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                               size, sparse_allreduce_async, synchronize)
@@ -33,6 +34,31 @@ def _duplicates(names):
     for name in names:
         (dups if name in seen else seen).add(name)
     return dups
+
+
+def checked_names(param_groups, named_parameters):
+    """{parameter: name} of an optimizer's parameters, checked as Horovod checks them: every
+    parameter named, once (unnamed optimizers get Horovod's generated names)."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
+                            for i, group in enumerate(param_groups)
+                            for j, p in enumerate(group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    dups = _duplicates([name for name, _ in named_parameters])
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be unique. "
+                         "Found duplicates: %s" % ", ".join(sorted(dups)))
+    named = {id(p) for _, p in named_parameters}
+    unnamed = [id(p) for group in param_groups for p in group["params"] if id(p) not in named]
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more model parameters "
+                         "were not named. Python object ids: %s"
+                         % ", ".join(str(i) for i in unnamed))
+    return {p: name for name, p in sorted(named_parameters, key=lambda kv: kv[0])}
 
 
 def _split(items, parts):
@@ -50,11 +76,11 @@ def _split(items, parts):
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods of the subclass DistributedOptimizer() builds; never used directly."""
 
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+    def __init__(self, params, parameter_names, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_bytes):
         super(self.__class__, self).__init__(params)
         self._compression = compression
-        self._parameter_names = self._names(named_parameters)
+        self._parameter_names = parameter_names
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
         self.op = op
@@ -78,30 +104,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self.process_set.included() and (size() > 1 or elastic):
             if elastic or not self._start_reducer(bucket_bytes):
                 self._register_hooks()
-
-    def _names(self, named_parameters):
-        """{parameter: name}, checked as Horovod checks them."""
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
-                                for i, group in enumerate(self.param_groups)
-                                for j, p in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        dups = _duplicates([name for name, _ in named_parameters])
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: %s" % ", ".join(sorted(dups)))
-        named = {id(p) for _, p in named_parameters}
-        unnamed = [id(p) for group in self.param_groups for p in group["params"]
-                   if id(p) not in named]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: %s"
-                             % ", ".join(str(i) for i in unnamed))
-        return {p: name for name, p in sorted(named_parameters, key=lambda kv: kv[0])}
 
     @staticmethod
     def _check_groups(groups):
@@ -372,11 +374,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     parameter must be named), ``compression``, ``backward_passes_per_step`` (local
     accumulation), ``gradient_predivide_factor`` (Average only), ``groups`` (gradients
     reduced together), ``sparse_as_dense``. chorus's: ``bucket_bytes``, the most bytes of
-    gradients per bucket of shared memory (0: no buckets; docs/torch.md)."""
-    if op == Adasum:
-        raise NotImplementedError("chorus's DistributedOptimizer does not take op=hvd.Adasum "
-                                  "(Horovod's delta optimizer) yet: use op=hvd.Average; "
-                                  "hvd.allreduce(op=hvd.Adasum) works")
+    gradients per bucket of shared memory (0: no buckets; docs/torch.md).
+
+    With ``op=Adasum`` (over more than one rank) it is Horovod's delta optimizer instead:
+    each rank steps on its own gradient and the ranks combine the steps with Adasum
+    (chorus/torch/adasum_optimizer.py; ``groups``, ``sparse_as_dense`` and ``bucket_bytes``
+    do not apply)."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
@@ -385,7 +388,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             groups = num_groups
     if backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be > 0")
+    names = checked_names(optimizer.param_groups, named_parameters)
+    if op == Adasum and process_set.size() > 1:
+        return delta_optimizer(optimizer, names, compression, backward_passes_per_step,
+                               process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_bytes)
+    return cls(optimizer.param_groups, names, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_bytes)

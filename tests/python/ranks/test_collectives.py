@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import chorus.torch as hvd
-from conftest import data
+from conftest import adasum_reference, data
 
 DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
           torch.bfloat16, torch.float32, torch.float64]
@@ -160,22 +160,6 @@ def test_objects():
 
 
 # --- Adasum -----------------------------------------------------------------------------------
-
-
-def adasum_reference(parts):
-    """Horovod's Adasum over float64 vectors, in rank order: (0, 1), (2, 3) ..., then their
-    results pairwise; a coefficient is 1 where its squared norm is under sqrt(DBL_MIN)."""
-    tiny = torch.finfo(torch.float64).tiny ** 0.5
-    level = [p.double().flatten() for p in parts]
-    while len(level) > 1:
-        nxt = []
-        for a, b in zip(level[0::2], level[1::2]):
-            dot, aa, bb = float(a @ b), float(a @ a), float(b @ b)
-            ca = 1 - dot / aa / 2 if aa >= tiny else 1.0
-            cb = 1 - dot / bb / 2 if bb >= tiny else 1.0
-            nxt.append(ca * a + cb * b)
-        level = nxt
-    return level[0]
 
 
 # Rounding the float64 result once to the tensor's dtype, against the reference's float64.

@@ -257,8 +257,6 @@ def test_named_parameters_are_checked():
     with pytest.raises(ValueError, match="sequence of tuples"):
         hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1),
                                  named_parameters=list(m.parameters()))
-    with pytest.raises(NotImplementedError, match="op=hvd.Adasum"):
-        hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1), op=hvd.Adasum)
     unnamed = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1))
     assert sorted(unnamed._parameter_names.values()) == sorted(
         "allreduce.noname.0.%d" % i for i in range(4))
