@@ -118,9 +118,12 @@ class Communicator {
   int cross_rank() const;  // index of this host
   int cross_size() const;  // number of hosts
 
-  // recv[i] = op over ranks of send[i], on every rank.
+  // recv[i] = op over ranks of send[i], on every rank. ReduceOp::kAdasum combines the
+  // buffers as whole vectors instead (dtype.h): floating types and a power-of-two size()
+  // only, InvalidArgument otherwise; every rank gets the same bits.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
-  // One allreduce over several buffers, as over their concatenation: a single collective.
+  // One allreduce over several buffers, as over their concatenation: a single collective
+  // (with kAdasum: one per buffer, each combined as a vector of its own).
   // Where the plan reads peers' memory (allreduce_reads_parts_in_place()) the parts are
   // read and written where they lie; otherwise they are staged through one buffer. Every
   // rank passes the same counts in the same order; a part may be in place (send == recv).

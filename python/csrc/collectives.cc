@@ -9,7 +9,6 @@
 #include <chrono>
 #include <optional>
 
-#include "adasum.h"
 #include "bindings.h"
 #include "chorus/error.h"
 #include "chorus/torch/runtime.h"
@@ -26,7 +25,8 @@ namespace {
 // Horovod's reduction op values (hvd.Average ... hvd.Product).
 enum HorovodOp : int { kAverage = 0, kSum = 1, kAdasum = 2, kMin = 3, kMax = 4, kProduct = 5 };
 
-ReduceOp reduce_op(int op) {
+// `allreduce`: whether the op is an allreduce, the one op that takes Adasum (as in Horovod).
+ReduceOp reduce_op(int op, bool allreduce = false) {
   switch (op) {
     case kAverage:
       return ReduceOp::kAverage;
@@ -38,7 +38,8 @@ ReduceOp reduce_op(int op) {
       return ReduceOp::kMax;
     case kProduct:
       return ReduceOp::kProduct;
-    case kAdasum:  // allreduce takes it (adasum_async); the other ops do not, as in Horovod
+    case kAdasum:
+      if (allreduce) return ReduceOp::kAdasum;
       PyErr_SetString(PyExc_NotImplementedError,
                       "chorus runs Adasum in allreduce only: use hvd.Average or hvd.Sum here");
       throw py::error_already_set();
@@ -100,44 +101,31 @@ int64_t submit(PendingOp::Kind kind, int set_id, std::vector<std::string> names,
   return ops.add(std::move(op));
 }
 
-// Adasum of each tensor (adasum.h): an allgather of it, flattened, now; the combination when
-// the op is synchronized (result_of).
-int64_t adasum_async(const std::vector<at::Tensor>& tensors, const std::vector<std::string>& names,
-                     PendingOp::Kind kind, const std::string& name, double prescale,
-                     double postscale, int set_id, bool in_place) {
+// Horovod's errors for Adasum (the engine's ReduceOp::kAdasum), before anything is queued:
+// ValueError for a tensor that is not floating-point, NotImplementedError for a number of
+// ranks that is no power of 2.
+void check_adasum(const std::vector<at::Tensor>& tensors, int set_id) {
   for (const auto& t : tensors) {
     CHORUS_CHECK_ARG(at::isFloatingType(t.scalar_type()),
                      "chorus allreduce: Adasum needs floating-point tensors, got ",
                      c10::toString(t.scalar_type()));
   }
-  return submit(kind, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
-    if (!adasum_ranks_supported(set.size())) {
-      PyErr_SetString(PyExc_NotImplementedError,
-                      ("chorus runs Adasum on a power-of-2 number of ranks, as Horovod does; "
-                       "this process set has " +
-                       std::to_string(set.size()))
-                          .c_str());
-      throw py::error_already_set();
-    }
-    pending.adasum.prescale = prescale;
-    pending.adasum.postscale = postscale;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      pending.adasum.out.push_back(in_place ? tensors[i] : at::empty_like(tensors[i]));
-      pending.tensors.push_back(
-          chorus::allgather_async(tensors[i].reshape({-1}), names[i], options_for(set)));
-    }
-  });
+  const int ranks = process_set_for_op(set_id)->size();
+  if ((ranks & (ranks - 1)) != 0) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    ("chorus runs Adasum on a power-of-2 number of ranks, as Horovod does; "
+                     "this process set has " +
+                     std::to_string(ranks))
+                        .c_str());
+    throw py::error_already_set();
+  }
 }
 
 int64_t allreduce_async(at::Tensor tensor, const std::string& name, int op, double prescale,
                         double postscale, int set_id, bool in_place) {
-  if (op == kAdasum) {
-    check_input(tensor, "allreduce");
-    return adasum_async({tensor}, {name}, PendingOp::Kind::kTensor, name, prescale, postscale,
-                        set_id, in_place);
-  }
-  ReduceOp reduce = reduce_op(op);
+  ReduceOp reduce = reduce_op(op, true);
   check_input(tensor, "allreduce");
+  if (reduce == ReduceOp::kAdasum) check_adasum({tensor}, set_id);
   return submit(PendingOp::Kind::kTensor, set_id, held(name, {name}),
                 [&](ProcessSet& set, PendingOp& pending) {
                   auto o = options_for(set, reduce, prescale, postscale);
@@ -151,11 +139,8 @@ int64_t grouped_allreduce_async(std::vector<at::Tensor> tensors, const std::stri
   for (const auto& t : tensors) check_input(t, "grouped_allreduce");
   auto names =
       group_names(name, process_set_for_op(set_id)->engine(), "grouped_allreduce", tensors.size());
-  if (op == kAdasum) {
-    return adasum_async(tensors, names, PendingOp::Kind::kGroup, name, prescale, postscale, set_id,
-                        in_place);
-  }
-  ReduceOp reduce = reduce_op(op);
+  ReduceOp reduce = reduce_op(op, true);
+  if (reduce == ReduceOp::kAdasum) check_adasum(tensors, set_id);
   return submit(
       PendingOp::Kind::kGroup, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
         auto o = options_for(set, reduce, prescale, postscale);
@@ -283,20 +268,7 @@ at::Tensor int32_tensor(const std::vector<int64_t>& values) {
   return t;
 }
 
-// The Adasum results of an op whose tensors gathered them (adasum_async).
-void finish_adasum(PendingOp& op) {
-  for (size_t i = 0; i < op.tensors.size(); ++i) {
-    adasum_into(op.tensors[i].wait(), op.set->size(), op.adasum.prescale, op.adasum.postscale,
-                op.adasum.out[i]);
-  }
-}
-
 py::object result_of(PendingOp& op) {
-  if (!op.adasum.out.empty()) {
-    finish_adasum(op);
-    if (op.kind == PendingOp::Kind::kTensor) return py::cast(op.adasum.out[0]);
-    return py::cast(op.adasum.out);
-  }
   switch (op.kind) {
     case PendingOp::Kind::kTensor:
       return py::cast(op.tensors[0].wait());

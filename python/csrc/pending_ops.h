@@ -43,12 +43,6 @@ struct PendingOp {
   std::shared_ptr<ProcessSet> set;
   int set_id = 0;
   std::vector<std::string> names;  // the names it holds (given ones; unnamed ops hold none)
-  // Adasum (adasum.h): tensors[i] gathers every rank of the set's tensor, and the result
-  // goes into adasum.out[i] when the op is synchronized.
-  struct Adasum {
-    std::vector<at::Tensor> out;
-    double prescale = 1.0, postscale = 1.0;
-  } adasum;
 
   // Whether every part finished (successfully or not); never blocks.
   bool poll() const;

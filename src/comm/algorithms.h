@@ -36,6 +36,21 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                   DataType type, ReduceOp op);
 
+// Adasum (adasum.cc): Horovod's adaptive summation of one tensor of `count` elements, by
+// vector-halving distance-doubling; send may equal recv. float32 and float64 are combined
+// in their own type (coefficients in float64), 16-bit floats in float32.
+// REQUIRES: is_floating_point(type), size() a power of two.
+void adasum_vhdd(Context& ctx, const void* send, void* recv, size_t count, DataType type);
+// The same from every rank's tensor, gathered in rank order (`ranks` * count elements),
+// combined here in the same working types (the MPI path gathers through MPI). `scratch`:
+// working memory.
+void adasum_gathered(const void* gathered, void* recv, size_t count, int ranks, DataType type,
+                     Scratch& scratch);
+
+// Sends send_bytes to `peer` while receiving recv_bytes from it (either may be 0).
+void exchange(Context& ctx, int peer, const void* send, size_t send_bytes, void* recv,
+              size_t recv_bytes);
+
 // Whether there are several hosts with the same number (> 1) of ranks each: where the
 // hierarchical allreduce applies.
 bool hosts_are_uniform(const transport::Topology& t);

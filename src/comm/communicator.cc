@@ -47,6 +47,19 @@ void check_buffer(const void* p, size_t count, const char* op, const char* name)
                    " elements");
 }
 
+// An allreduce's op: element-wise, or Adasum on floats over a power-of-two number of ranks.
+void check_reduce_op(ReduceOp op, DataType type, int ranks) {
+  if (op != ReduceOp::kAdasum) {
+    CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "allreduce: unknown op ",
+                     static_cast<int>(op));
+    return;
+  }
+  CHORUS_CHECK_ARG(is_floating_point(type), "allreduce: Adasum combines floating-point ",
+                   "tensors (float16, bfloat16, float32, float64), not ", dtype_name(type));
+  CHORUS_CHECK_ARG((ranks & (ranks - 1)) == 0, "allreduce: Adasum needs a power-of-two ",
+                   "number of ranks (it combines them pairwise), not ", ranks);
+}
+
 // Packs the parts into the staging buffer, runs `body` on it, and unpacks the result.
 template <typename Body>
 void staged(comm::Workspace& ws, const std::vector<BufferPart>& parts, size_t total, size_t es,
@@ -264,10 +277,28 @@ bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
 }
 void Communicator::abort(std::string_view reason) noexcept { impl_->fail(reason); }
 
+void Communicator::Impl::adasum(OpInfo& info, const void* send, void* recv, size_t count,
+                                DataType type) {
+  if (mpi) {  // MPI has no Adasum: gather every rank's tensor, combine here
+    return run_mpi(info, [&](const comm::MpiWait& wait) {
+      const int p = mpi->topology().size;
+      size_t es = dtype_size(type);
+      CHORUS_CHECK_ARG(count <= SIZE_MAX / es / static_cast<size_t>(p), "allreduce: Adasum of ",
+                       count, " elements over ", p, " ranks overflows");
+      char* gathered = workspace.staging.get(count * es * p);
+      uniform_counts.assign(p, count);
+      mpi->allgatherv(send, gathered, uniform_counts, type, wait);
+      comm::adasum_gathered(gathered, recv, count, p, type, workspace.accumulator);
+    });
+  }
+  info.algorithm = last_plan = "adasum_vhdd";
+  run(info, [&](comm::Context& ctx) { comm::adasum_vhdd(ctx, send, recv, count, type); });
+}
+
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
                              ReduceOp op) {
   size_t es = dtype_size(type);  // validates type
-  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "allreduce: unknown op");
+  check_reduce_op(op, type, size());
   CHORUS_CHECK_ARG(count <= SIZE_MAX / es, "allreduce: count ", count, " overflows");
   check_buffer(send, count, "allreduce", "send");
   check_buffer(recv, count, "allreduce", "recv");
@@ -279,6 +310,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   }
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
+  if (op == ReduceOp::kAdasum) return impl_->adasum(info, send, recv, count, type);
   if (impl_->mpi) {
     return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
       impl_->mpi->allreduce(send, recv, count, type, op, wait);
@@ -292,7 +324,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
 
 void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type, ReduceOp op) {
   size_t es = dtype_size(type);
-  CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "allreduce: unknown op");
+  check_reduce_op(op, type, size());
   size_t total = 0;
   for (const BufferPart& part : parts) {
     CHORUS_CHECK_ARG(part.count <= SIZE_MAX / es - total, "allreduce: the parts' counts overflow");
@@ -308,6 +340,10 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
         std::memcpy(part.recv, part.send, part.count * es);
       }
     }
+    return;
+  }
+  if (op == ReduceOp::kAdasum) {  // each part is a tensor of its own
+    for (const BufferPart& part : parts) allreduce(part.send, part.recv, part.count, type, op);
     return;
   }
   OpInfo info{"allreduce", total, type, rank(), size()};
@@ -386,6 +422,7 @@ void Communicator::reduce_scatter(const void* send, void* recv,
                                   const std::vector<size_t>& recv_counts, DataType type,
                                   ReduceOp op) {
   check_counts(recv_counts, size(), "reduce_scatter");
+  CHORUS_CHECK_ARG(op != ReduceOp::kAdasum, "reduce_scatter: Adasum runs in allreduce only");
   CHORUS_CHECK_ARG(static_cast<size_t>(op) < kNumReduceOps, "reduce_scatter: unknown op");
   size_t total = checked_total(recv_counts, type, "reduce_scatter");
   check_buffer(send, total, "reduce_scatter", "send");

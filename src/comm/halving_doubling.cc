@@ -62,14 +62,6 @@ void exchange_reduce(Context& ctx, int peer, const char* send, size_t send_bytes
   }
 }
 
-void exchange(Context& ctx, int peer, const void* send, size_t send_bytes, void* recv,
-              size_t recv_bytes) {
-  transport::Link& link = ctx.link(peer);
-  Transfer t[2] = {Transfer::recv_message(link, recv, recv_bytes),
-                   Transfer::send_message(link, send, send_bytes)};
-  ctx.progress.finish(t, 2);
-}
-
 // The fold before the core. Returns the buffer holding this rank's input from now on.
 const char* fold_in(Context& ctx, const Fold& f, const char* in, char* out, size_t bytes,
                     DataType type, ReduceOp op) {
@@ -98,6 +90,14 @@ void finish_average(Context& ctx, DataType type, ReduceOp op, void* buf, size_t 
 }
 
 }  // namespace
+
+void exchange(Context& ctx, int peer, const void* send, size_t send_bytes, void* recv,
+              size_t recv_bytes) {
+  transport::Link& link = ctx.link(peer);
+  Transfer t[2] = {Transfer::recv_message(link, recv, recv_bytes),
+                   Transfer::send_message(link, send, send_bytes)};
+  ctx.progress.finish(t, 2);
+}
 
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                   DataType type, ReduceOp op) {

@@ -91,7 +91,8 @@ MPI_Datatype mpi_type(DataType type) {
 
 // kAverage reduces as a sum; the caller divides.
 MPI_Op mpi_op(DataType type, ReduceOp op) {
-  if (type == DataType::kFloat16 || type == DataType::kBFloat16) {
+  const bool elementwise = static_cast<int>(op) < kNumReduceOps;  // not kAdasum
+  if (elementwise && (type == DataType::kFloat16 || type == DataType::kBFloat16)) {
     return halves.ops[static_cast<int>(op)];
   }
   switch (op) {
@@ -104,6 +105,8 @@ MPI_Op mpi_op(DataType type, ReduceOp op) {
       return MPI_MAX;
     case ReduceOp::kProduct:
       return MPI_PROD;
+    case ReduceOp::kAdasum:  // not element-wise: the Communicator runs it (adasum_gathered)
+      break;
   }
   CHORUS_THROW(InvalidArgument, "no MPI op for reduce op ", static_cast<int>(op));
 }

@@ -45,6 +45,19 @@ void check_buffer(const engine::Request& r, const void* p, const char* what) {
                    " is null");
 }
 
+// An allreduce's op: element-wise, or Adasum of floats over a power-of-two number of ranks.
+void check_reduce_op(const engine::Request& r, ReduceOp op, int ranks) {
+  if (op != ReduceOp::kAdasum) {
+    CHORUS_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "allreduce '", r.name, "': bad op");
+    return;
+  }
+  CHORUS_CHECK_ARG(is_floating_point(r.dtype), "allreduce '", r.name,
+                   "': Adasum combines floating-point tensors, not ", dtype_name(r.dtype));
+  CHORUS_CHECK_ARG((ranks & (ranks - 1)) == 0, "allreduce '", r.name,
+                   "': Adasum needs a power-of-two number of ranks (it combines them pairwise), ",
+                   "not ", ranks);
+}
+
 }  // namespace
 
 Handle Engine::Impl::enqueue(engine::Request request, const void* input, void* output) {
@@ -75,7 +88,7 @@ Handle Engine::allreduce(const std::string& name, const void* input, void* outpu
                          std::vector<int64_t> shape, ReduceOp op, double prescale,
                          double postscale) {
   auto r = make_request(name, OpType::kAllreduce, dtype, std::move(shape));
-  CHORUS_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "allreduce '", name, "': bad op");
+  check_reduce_op(r, op, size());
   r.reduce = op;
   r.prescale = prescale;
   r.postscale = postscale;
@@ -134,6 +147,8 @@ Handle Engine::reduce_scatter(const std::string& name, const void* input, DataTy
                               double postscale) {
   auto r = make_request(name, OpType::kReduceScatter, dtype, std::move(shape));
   check_first_dim(r);
+  CHORUS_CHECK_ARG(op != ReduceOp::kAdasum, "reduce_scatter '", name,
+                   "': Adasum runs in allreduce only");
   CHORUS_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "reduce_scatter '", name, "': bad op");
   r.reduce = op;
   r.prescale = prescale;

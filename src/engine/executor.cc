@@ -10,13 +10,10 @@
 namespace chorus::engine {
 namespace {
 
-bool is_float(DataType t) {
-  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
-         t == DataType::kFloat64;
-}
-
+// Adasum combines each tensor as a vector of its own: never fused.
 bool fusible(const Response& a, const Response& b) {
-  return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
+  return b.error.empty() && b.agreed.op == OpType::kAllreduce &&
+         a.agreed.reduce != ReduceOp::kAdasum && a.agreed.dtype == b.agreed.dtype &&
          a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&
          a.agreed.postscale == b.agreed.postscale && a.contributors == b.contributors &&
          a.divisor == b.divisor;
@@ -139,7 +136,7 @@ ReduceOp Executor::comm_op(const Response& r) const {
 
 double Executor::post_factor(const Response& r) {
   double f = r.agreed.postscale;
-  if (r.agreed.reduce == ReduceOp::kAverage && is_float(r.agreed.dtype)) f /= r.divisor;
+  if (r.agreed.reduce == ReduceOp::kAverage && is_floating_point(r.agreed.dtype)) f /= r.divisor;
   return f;
 }
 
@@ -149,7 +146,7 @@ void Executor::finish_reduction(const Response& r, void* dst, const void* src, s
     return;
   }
   scale_copy(r.agreed.dtype, dst, src, count, post_factor(r));
-  if (r.agreed.reduce == ReduceOp::kAverage && !is_float(r.agreed.dtype)) {
+  if (r.agreed.reduce == ReduceOp::kAverage && !is_floating_point(r.agreed.dtype)) {
     divide(r.agreed.dtype, dst, count, r.divisor);
   }
 }

@@ -79,8 +79,11 @@ Request decode_one(Reader& in, int world) {
   if (name_len == 0 || name_len > kMaxNameBytes) in.fail("a name of ", name_len, " bytes");
   r.name = std::string(in.bytes(name_len));
   const auto op = in.u8(), dtype = in.u8(), reduce = in.u8();
+  const bool adasum = reduce == static_cast<int>(ReduceOp::kAdasum) &&
+                      op == static_cast<int>(OpType::kAllreduce) && dtype < kNumDataTypes &&
+                      is_floating_point(static_cast<DataType>(dtype));
   if (op > static_cast<int>(OpType::kAllocShared) || dtype >= kNumDataTypes ||
-      reduce >= kNumReduceOps) {
+      (reduce >= kNumReduceOps && !adasum)) {
     in.fail("'", r.name, "' has an unknown op, data type or reduce op");
   }
   r.op = static_cast<OpType>(op);

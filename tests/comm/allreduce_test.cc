@@ -12,15 +12,6 @@
 namespace chorus::comm::testing {
 namespace {
 
-struct GroupParam {
-  Transport transport;
-  int size;
-};
-
-std::string param_name(const ::testing::TestParamInfo<GroupParam>& info) {
-  return std::string(transport_name(info.param.transport)) + "_" + std::to_string(info.param.size);
-}
-
 class AllreduceTest : public ::testing::TestWithParam<GroupParam> {
  protected:
   void SetUp() override { group_ = std::make_unique<Group>(GetParam().transport, GetParam().size); }

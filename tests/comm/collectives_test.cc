@@ -15,11 +15,6 @@
 namespace chorus::comm::testing {
 namespace {
 
-struct GroupParam {
-  Transport transport;
-  int size;
-};
-
 class CollectivesTest : public ::testing::TestWithParam<GroupParam> {
  protected:
   void SetUp() override { group_ = std::make_unique<Group>(GetParam().transport, GetParam().size); }
@@ -192,11 +187,7 @@ std::vector<GroupParam> params() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, CollectivesTest, ::testing::ValuesIn(params()),
-                         [](const auto& info) {
-                           return std::string(transport_name(info.param.transport)) + "_" +
-                                  std::to_string(info.param.size);
-                         });
+INSTANTIATE_TEST_SUITE_P(Groups, CollectivesTest, ::testing::ValuesIn(params()), param_name);
 
 }  // namespace
 }  // namespace chorus::comm::testing

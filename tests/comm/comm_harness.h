@@ -3,6 +3,7 @@
 // socketpairs (kernel sockets without any rendezvous) — and random data per rank.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -130,6 +131,16 @@ class Group {
   std::vector<std::unique_ptr<TcpStoreClient>> clients_;
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
+
+// A parameterised suite's group: transport and number of ranks, named "tcp_4".
+struct GroupParam {
+  Transport transport;
+  int size;
+};
+
+inline std::string param_name(const ::testing::TestParamInfo<GroupParam>& info) {
+  return std::string(transport_name(info.param.transport)) + "_" + std::to_string(info.param.size);
+}
 
 // The transports the parameterised suites run over: the real ones, through
 // Communicator::create and a TcpStoreServer.

@@ -343,6 +343,51 @@ TEST(EngineOps, ReduceOpsAndScaleFactors) {
   });
 }
 
+// Adasum combines each tensor as a vector of its own, also when several are in flight at
+// once (fusing them would combine their concatenation): orthogonal tensors add up,
+// parallel ones average, and Adasum(2x) = 2 Adasum(x) carries the prescale.
+TEST(EngineOps, AdasumCombinesEachTensorOnItsOwn) {
+  EngineGroup g(4);
+  g.run([&](int r, Engine& e) {
+    std::vector<double> axis(4, 0.0), along = {1.0 * (r + 1), -2.0 * (r + 1), 0.5 * (r + 1)};
+    axis[r] = r + 1.0;
+    std::vector<double> scaled = along;
+    auto h1 =
+        e.allreduce("axis", axis.data(), axis.data(), DataType::kFloat64, {4}, ReduceOp::kAdasum);
+    auto h2 = e.allreduce("along", along.data(), along.data(), DataType::kFloat64, {3},
+                          ReduceOp::kAdasum);
+    auto h3 = e.allreduce("scaled", scaled.data(), scaled.data(), DataType::kFloat64, {3},
+                          ReduceOp::kAdasum, 2.0, 1.0);
+    for (auto* h : {&h1, &h2, &h3}) h->wait(kWait);
+    const std::vector<double> sum = {1, 2, 3, 4}, mean = {2.5, -5.0, 1.25};
+    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(axis[i], sum[i], 1e-12);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(along[i], mean[i], 1e-12);
+      EXPECT_NEAR(scaled[i], 2 * mean[i], 1e-12);
+    }
+    std::vector<int32_t> ints(2, 1);
+    EXPECT_NE(error_of<InvalidArgument>([&] {
+                e.allreduce("ints", ints.data(), ints.data(), DataType::kInt32, {2},
+                            ReduceOp::kAdasum);
+              }).find("allreduce 'ints': Adasum combines floating-point tensors, not int32"),
+              std::string::npos);
+    EXPECT_NE(error_of<InvalidArgument>([&] {
+                e.reduce_scatter("rs", along.data(), DataType::kFloat64, {3}, ReduceOp::kAdasum);
+              }).find("reduce_scatter 'rs': Adasum runs in allreduce only"),
+              std::string::npos);
+  });
+  EngineGroup three(3);
+  three.run([&](int, Engine& e) {
+    std::vector<float> x(2, 1.f);
+    EXPECT_NE(error_of<InvalidArgument>([&] {
+                e.allreduce("x", x.data(), x.data(), DataType::kFloat32, {2}, ReduceOp::kAdasum);
+              })
+                  .find("Adasum needs a power-of-two number of ranks (it combines them pairwise), "
+                        "not 3"),
+              std::string::npos);
+  });
+}
+
 // The engine thread runs as "chorus-engine" under SCHED_BATCH, so that enqueueing never
 // hands the caller's core to it (util/background_thread.h): its name and policy as the
 // kernel reports them, for each of the group's engines.

@@ -176,6 +176,18 @@ TEST(EngineRequestWire, RequestsNoEnqueueCouldMakeAreRefused) {
   EXPECT_NE(decode_error(bad_enum).find("'e' has an unknown op, data type or reduce op"),
             std::string::npos);
 
+  // Adasum: an allreduce of floats only.
+  Request adasum = make("d", OpType::kAllreduce, {2});
+  adasum.dtype = DataType::kFloat32;
+  adasum.reduce = ReduceOp::kAdasum;
+  EXPECT_EQ(decode(one(adasum)).at(0), adasum);
+  adasum.dtype = DataType::kInt32;
+  expect_error(adasum, "'d' has an unknown op, data type or reduce op");
+  adasum = make("d", OpType::kReduceScatter, {4});
+  adasum.dtype = DataType::kFloat32;
+  adasum.reduce = ReduceOp::kAdasum;
+  expect_error(adasum, "'d' has an unknown op, data type or reduce op");
+
   // The shared-memory flag: 0 or 1, and 1 only on an allreduce.
   const size_t flag_at = 4 + 4 + 1 + 3;  // count, name length, "f", three enums
   std::string flag = one(make("f", OpType::kAllreduce, {1}));

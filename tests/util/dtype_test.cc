@@ -17,6 +17,8 @@ TEST(DType, SizesAndNamesRoundTrip) {
     auto op = static_cast<ReduceOp>(i);
     EXPECT_EQ(parse_reduce_op(reduce_op_name(op)), op);
   }
+  EXPECT_STREQ(reduce_op_name(ReduceOp::kAdasum), "adasum");
+  EXPECT_EQ(parse_reduce_op("adasum"), ReduceOp::kAdasum);
 }
 
 TEST(DType, UnknownNamesAreInvalidArguments) {
