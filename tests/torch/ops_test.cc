@@ -55,6 +55,31 @@ TEST(TorchOps, AverageWithScaleFactors) {
   });
 }
 
+// ReduceOp::kAdasum through the C++ API (docs/torch.md): each tensor combined as a vector,
+// in place on a non-contiguous view too; integers are refused.
+TEST(TorchOps, AdasumAddsOrthogonalTensorsAndAveragesEqualOnes) {
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    CollectiveOptions o;
+    o.engine = &e;
+    o.op = ReduceOp::kAdasum;
+    auto axis = ::torch::zeros({2, 2}, ::torch::kFloat32);
+    axis[r][r] = 2.0f * (r + 1);  // rank 0: [[2, 0], [0, 0]]; rank 1: [[0, 0], [0, 4]]
+    auto want = ::torch::tensor({2.0f, 0.0f, 0.0f, 4.0f}).view({2, 2});
+    EXPECT_TRUE(allreduce(axis, "axis", o).equal(want));
+    auto view = axis.t();
+    allreduce_(view, "axis_", o);
+    EXPECT_TRUE(axis.equal(want));
+    auto same = ::torch::tensor({1.5, -3.0, 0.25}, ::torch::kBFloat16);
+    EXPECT_TRUE(allreduce(same, "same", o).equal(same));
+    auto ints = ::torch::ones({3}, ::torch::kInt32);
+    EXPECT_NE(error_of<InvalidArgument>([&] {
+                allreduce(ints, "ints", o);
+              }).find("Adasum combines floating-point tensors, not int32"),
+              std::string::npos);
+  });
+}
+
 TEST(TorchOps, AllgatherBroadcastAlltoallReduceScatter) {
   EngineGroup g(2);
   g.run([&](int r, Engine& e) {
