@@ -23,9 +23,9 @@ def batch_of(rank, x, y, per_rank):
 class Replay:
     """Each of ``ranks`` ranks' own replica and optimizer (its momentum is its own)."""
 
-    def __init__(self, ranks, **sgd):
+    def __init__(self, ranks, optimizer=torch.optim.SGD, **settings):
         self.models = [model() for _ in range(ranks)]
-        self.opts = [torch.optim.SGD(m.parameters(), **sgd) for m in self.models]
+        self.opts = [optimizer(m.parameters(), **settings) for m in self.models]
 
     def round(self, current, batches_per_rank):
         """The parameters after one round that starts at ``current``: each rank accumulates
@@ -57,17 +57,20 @@ def delta_optimizer(m, **kwargs):
                                     **kwargs)
 
 
-def test_the_ranks_steps_are_combined_with_adasum():
+@pytest.mark.parametrize("optimizer,settings",
+                         [(torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+                          (torch.optim.Adam, dict(lr=0.01))])
+def test_the_ranks_steps_are_combined_with_adasum(optimizer, settings):
     if not power_of_2(hvd.size()):
         with pytest.raises(NotImplementedError,
                            match=r"op=hvd.Adasum\) needs a power-of-2 number of ranks.*has 3"):
             delta_optimizer(model(), lr=0.1)
         return
-    sgd = dict(lr=0.1, momentum=0.9, weight_decay=0.01)
-    dist, replay = model(), Replay(hvd.size(), **sgd)
-    opt = delta_optimizer(dist, **sgd)
+    dist, replay = model(), Replay(hvd.size(), optimizer, **settings)
+    opt = hvd.DistributedOptimizer(optimizer(dist.parameters(), **settings),
+                                   named_parameters=dist.named_parameters(), op=hvd.Adasum)
     current = [p.detach().clone() for p in dist.parameters()]
-    for step in range(3):  # the momentum each rank keeps carries over
+    for step in range(3):  # the state each rank keeps (momentum, Adam's moments) carries over
         x, y = global_batch(100 + step)
         opt.zero_grad()
         F.mse_loss(dist(mine(x)), mine(y)).backward()
