@@ -8,7 +8,6 @@ statistics. In eval mode, or on one rank, it is plain batch normalization.
 """
 
 import torch
-import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from chorus.torch.ops import Sum, allreduce, size
