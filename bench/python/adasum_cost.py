@@ -9,6 +9,9 @@ each and the ratios:
           float64 here with torch (what chorus.torch did until 2026-11-29, in C++).
 
     chorusrun -np 2 /usr/bin/python3 bench/python/adasum_cost.py
+
+and then 64 tensors of 4 KiB each in one grouped_allreduce, Sum and Adasum (fused by the
+engine; CHORUS_FUSION_THRESHOLD=0 runs them one by one).
 """
 
 import statistics
@@ -63,6 +66,14 @@ def main():
                 size, med["sum"], med["adasum"], med["gather"], med["adasum"] / med["sum"],
                 med["gather"] / med["adasum"]))
             sys.stdout.flush()
+    # Many small tensors at once (a model's parameters): the engine fuses them into one
+    # collective unless CHORUS_FUSION_THRESHOLD=0.
+    tensors = [torch.randn(1024) for _ in range(64)]
+    for name, op in (("sum", hvd.Sum), ("adasum", hvd.Adasum)):
+        times = [timed(lambda ts: hvd.grouped_allreduce(ts, op=op), tensors) for _ in range(53)]
+        if hvd.rank() == 0:
+            print("64 x 4 KiB, grouped_allreduce(op=%s): median %.6f s" % (
+                name, statistics.median(times[3:])))
     hvd.shutdown()
 
 

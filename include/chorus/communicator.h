@@ -123,7 +123,7 @@ class Communicator {
   // only, InvalidArgument otherwise; every rank gets the same bits.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   // One allreduce over several buffers, as over their concatenation: a single collective
-  // (with kAdasum: one per buffer, each combined as a vector of its own).
+  // (with kAdasum, each buffer is combined as a vector of its own, all in one collective).
   // Where the plan reads peers' memory (allreduce_reads_parts_in_place()) the parts are
   // read and written where they lie; otherwise they are staged through one buffer. Every
   // rank passes the same counts in the same order; a part may be in place (send == recv).

@@ -13,6 +13,7 @@
 // distance-halving allgather hands to every rank. Each rank sends about twice the tensor
 // in all. Every piece is computed on one rank and copied to the others, and the group sums
 // are sums of the same two addends on both sides, so every rank gets the same bits.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -74,41 +75,62 @@ void scaled_add(W* __restrict x, double cx, const W* __restrict y, double cy, si
   }
 }
 
-// Sums `d` over the 2 * level ranks that share this rank's bits above `level` (recursive
-// doubling: both partners add the same two numbers, so the sums agree to the bit).
-void group_sum(Context& ctx, Dots& d, int level) {
+// Sums every tensor's `dots` over the 2 * level ranks that share this rank's bits above
+// `level` (recursive doubling: both partners add the same two numbers, so the sums agree
+// to the bit).
+void group_sum(Context& ctx, std::vector<Dots>& dots, std::vector<Dots>& theirs, int level) {
+  theirs.resize(dots.size());
+  const size_t bytes = dots.size() * sizeof(Dots);
   for (int k = 1; k <= level; k *= 2) {
-    double mine[3] = {d.ab, d.aa, d.bb}, theirs[3];
-    exchange(ctx, ctx.rank() ^ k, mine, sizeof mine, theirs, sizeof theirs);
-    d.ab = mine[0] + theirs[0];
-    d.aa = mine[1] + theirs[1];
-    d.bb = mine[2] + theirs[2];
+    exchange(ctx, ctx.rank() ^ k, dots.data(), bytes, theirs.data(), bytes);
+    for (size_t t = 0; t < dots.size(); ++t) {
+      dots[t].ab += theirs[t].ab;
+      dots[t].aa += theirs[t].aa;
+      dots[t].bb += theirs[t].bb;
+    }
   }
 }
 
-// The combination on `w` (n elements of the working type W), in place on every rank.
+// Calls fn(t, from, to) for each tensor t (elements [bounds[t], bounds[t + 1])) that
+// overlaps [lo, hi), with the overlap [from, to).
+template <typename Fn>
+void for_each_overlap(const std::vector<size_t>& bounds, size_t lo, size_t hi, Fn&& fn) {
+  size_t t = std::upper_bound(bounds.begin(), bounds.end(), lo) - bounds.begin();
+  for (t = t == 0 ? 0 : t - 1; t + 1 < bounds.size() && bounds[t] < hi; ++t) {
+    const size_t from = std::max(lo, bounds[t]), to = std::min(hi, bounds[t + 1]);
+    if (from < to) fn(t, from, to);
+  }
+}
+
+// The combination on `w`, the tensors laid end to end (tensor t: elements [bounds[t],
+// bounds[t + 1]) of the working type W), each with its own coefficients, in place on every
+// rank.
 template <typename W>
-void vhdd(Context& ctx, W* w, size_t n) {
+void vhdd(Context& ctx, W* w, const std::vector<size_t>& bounds) {
   const int p = ctx.size(), r = ctx.rank();
   std::vector<std::pair<size_t, size_t>> held;  // the range held before each level
-  size_t lo = 0, hi = n;
+  std::vector<Dots> dots(bounds.size() - 1), theirs_dots;
+  size_t lo = 0, hi = bounds.back();
   for (int d = 1; d < p; d *= 2) {
     const bool upper = (r & d) != 0;
     const size_t mid = lo + (hi - lo) / 2;
     const size_t keep = upper ? mid : lo, keep_end = upper ? hi : mid;
     const size_t give = upper ? lo : mid, give_end = upper ? mid : hi;
-    const size_t m = keep_end - keep;
-    W* theirs = reinterpret_cast<W*>(ctx.ws.incoming.get(m * sizeof(W)));
-    exchange(ctx, r ^ d, w + give, (give_end - give) * sizeof(W), theirs, m * sizeof(W));
-    W* mine = w + keep;
-    Dots dots = upper ? partial_dots(theirs, mine, m) : partial_dots(mine, theirs, m);
-    group_sum(ctx, dots, d);
-    const auto [ca, cb] = coefficients(dots);
-    if (upper) {
-      scaled_add(mine, cb, theirs, ca, m);
-    } else {
-      scaled_add(mine, ca, theirs, cb, m);
-    }
+    W* in = reinterpret_cast<W*>(ctx.ws.incoming.get((keep_end - keep) * sizeof(W)));
+    exchange(ctx, r ^ d, w + give, (give_end - give) * sizeof(W), in,
+             (keep_end - keep) * sizeof(W));
+    auto theirs = [&](size_t i) { return in + (i - keep); };  // the partner's element i
+    // a: the vector of the ranks whose bit d is clear, b: the others'.
+    std::fill(dots.begin(), dots.end(), Dots{});
+    for_each_overlap(bounds, keep, keep_end, [&](size_t t, size_t from, size_t to) {
+      dots[t] = upper ? partial_dots(theirs(from), w + from, to - from)
+                      : partial_dots(w + from, theirs(from), to - from);
+    });
+    group_sum(ctx, dots, theirs_dots, d);
+    for_each_overlap(bounds, keep, keep_end, [&](size_t t, size_t from, size_t to) {
+      const auto [ca, cb] = coefficients(dots[t]);
+      scaled_add(w + from, upper ? cb : ca, theirs(from), upper ? ca : cb, to - from);
+    });
     held.emplace_back(lo, hi);
     lo = keep;
     hi = keep_end;
@@ -155,16 +177,37 @@ void combine_gathered(W* all, size_t n, int ranks) {
 
 }  // namespace
 
-void adasum_vhdd(Context& ctx, const void* send, void* recv, size_t count, DataType type) {
-  if (type == DataType::kFloat32 || type == DataType::kFloat64) {
-    if (send != recv) std::memcpy(recv, send, count * dtype_size(type));
-    if (type == DataType::kFloat32) return vhdd(ctx, static_cast<float*>(recv), count);
-    return vhdd(ctx, static_cast<double*>(recv), count);
+void adasum_vhdd(Context& ctx, const std::vector<BufferPart>& parts, DataType type) {
+  std::vector<size_t> bounds{0};
+  for (const BufferPart& part : parts) bounds.push_back(bounds.back() + part.count);
+  const size_t n = bounds.back(), es = dtype_size(type);
+  if (parts.size() == 1 && (type == DataType::kFloat32 || type == DataType::kFloat64)) {
+    const BufferPart& part = parts[0];  // in the caller's buffer
+    if (part.send != part.recv) std::memcpy(part.recv, part.send, n * es);
+    if (type == DataType::kFloat32) return vhdd(ctx, static_cast<float*>(part.recv), bounds);
+    return vhdd(ctx, static_cast<double*>(part.recv), bounds);
   }
-  auto* w = reinterpret_cast<float*>(ctx.ws.accumulator.get(count * sizeof(float)));
-  widen(type, send, w, count);
-  vhdd(ctx, w, count);
-  narrow(type, w, recv, count);
+  if (type == DataType::kFloat32 || type == DataType::kFloat64) {  // packed, then unpacked
+    char* w = ctx.ws.staging.get(n * es);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].count > 0) std::memcpy(w + bounds[i] * es, parts[i].send, parts[i].count * es);
+    }
+    if (type == DataType::kFloat32) {
+      vhdd(ctx, reinterpret_cast<float*>(w), bounds);
+    } else {
+      vhdd(ctx, reinterpret_cast<double*>(w), bounds);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].count > 0) std::memcpy(parts[i].recv, w + bounds[i] * es, parts[i].count * es);
+    }
+    return;
+  }
+  auto* w = reinterpret_cast<float*>(ctx.ws.accumulator.get(n * sizeof(float)));
+  for (size_t i = 0; i < parts.size(); ++i)
+    widen(type, parts[i].send, w + bounds[i], parts[i].count);
+  vhdd(ctx, w, bounds);
+  for (size_t i = 0; i < parts.size(); ++i)
+    narrow(type, w + bounds[i], parts[i].recv, parts[i].count);
 }
 
 void adasum_gathered(const void* gathered, void* recv, size_t count, int ranks, DataType type,

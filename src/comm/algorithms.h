@@ -36,11 +36,11 @@ void allreduce_halving_doubling(Context& ctx, const void* send, void* recv, size
 void allreduce_recursive_doubling(Context& ctx, const void* send, void* recv, size_t count,
                                   DataType type, ReduceOp op);
 
-// Adasum (adasum.cc): Horovod's adaptive summation of one tensor of `count` elements, by
-// vector-halving distance-doubling; send may equal recv. float32 and float64 are combined
-// in their own type (coefficients in float64), 16-bit floats in float32.
-// REQUIRES: is_floating_point(type), size() a power of two.
-void adasum_vhdd(Context& ctx, const void* send, void* recv, size_t count, DataType type);
+// Adasum (adasum.cc): Horovod's adaptive summation of each part, a tensor of its own, by
+// one vector-halving distance-doubling over them all; a part's send may equal its recv.
+// float32 and float64 are combined in their own type (coefficients in float64), 16-bit
+// floats in float32. REQUIRES: is_floating_point(type), size() a power of two.
+void adasum_vhdd(Context& ctx, const std::vector<BufferPart>& parts, DataType type);
 // The same from every rank's tensor, gathered in rank order (`ranks` * count elements),
 // combined here in the same working types (the MPI path gathers through MPI). `scratch`:
 // working memory.

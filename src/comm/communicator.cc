@@ -277,22 +277,30 @@ bool Communicator::in_shared_memory(const void* p, size_t bytes) const {
 }
 void Communicator::abort(std::string_view reason) noexcept { impl_->fail(reason); }
 
-void Communicator::Impl::adasum(OpInfo& info, const void* send, void* recv, size_t count,
-                                DataType type) {
-  if (mpi) {  // MPI has no Adasum: gather every rank's tensor, combine here
+void Communicator::Impl::adasum(OpInfo& info, const std::vector<BufferPart>& parts, DataType type) {
+  if (mpi) {  // MPI has no Adasum: gather every rank's tensors, combine here
     return run_mpi(info, [&](const comm::MpiWait& wait) {
       const int p = mpi->topology().size;
-      size_t es = dtype_size(type);
-      CHORUS_CHECK_ARG(count <= SIZE_MAX / es / static_cast<size_t>(p), "allreduce: Adasum of ",
-                       count, " elements over ", p, " ranks overflows");
-      char* gathered = workspace.staging.get(count * es * p);
-      uniform_counts.assign(p, count);
-      mpi->allgatherv(send, gathered, uniform_counts, type, wait);
-      comm::adasum_gathered(gathered, recv, count, p, type, workspace.accumulator);
+      const size_t es = dtype_size(type);
+      for (const BufferPart& part : parts) {
+        if (part.count == 0) continue;
+        CHORUS_CHECK_ARG(part.count <= SIZE_MAX / es / static_cast<size_t>(p),
+                         "allreduce: Adasum of ", part.count, " elements over ", p,
+                         " ranks overflows");
+        char* gathered = workspace.staging.get(part.count * es * p);
+        uniform_counts.assign(p, part.count);
+        mpi->allgatherv(part.send, gathered, uniform_counts, type, wait);
+        comm::adasum_gathered(gathered, part.recv, part.count, p, type, workspace.accumulator);
+      }
     });
   }
   info.algorithm = last_plan = "adasum_vhdd";
-  run(info, [&](comm::Context& ctx) { comm::adasum_vhdd(ctx, send, recv, count, type); });
+  if (options.log_plans) {
+    log_line(LogLevel::kInfo, "comm",
+             "rank " + std::to_string(info.rank) + ": " + info.text() + " (" +
+                 std::to_string(parts.size()) + " tensors)");
+  }
+  run(info, [&](comm::Context& ctx) { comm::adasum_vhdd(ctx, parts, type); });
 }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -310,7 +318,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   }
   OpInfo info{"allreduce", count, type, rank(), size()};
   info.reduce = reduce_op_name(op);
-  if (op == ReduceOp::kAdasum) return impl_->adasum(info, send, recv, count, type);
+  if (op == ReduceOp::kAdasum) return impl_->adasum(info, {{send, recv, count}}, type);
   if (impl_->mpi) {
     return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
       impl_->mpi->allreduce(send, recv, count, type, op, wait);
@@ -342,12 +350,9 @@ void Communicator::allreduce(const std::vector<BufferPart>& parts, DataType type
     }
     return;
   }
-  if (op == ReduceOp::kAdasum) {  // each part is a tensor of its own
-    for (const BufferPart& part : parts) allreduce(part.send, part.recv, part.count, type, op);
-    return;
-  }
   OpInfo info{"allreduce", total, type, rank(), size()};
   info.reduce = reduce_op_name(op);
+  if (op == ReduceOp::kAdasum) return impl_->adasum(info, parts, type);
   if (impl_->mpi) {
     return impl_->run_mpi(info, [&](const comm::MpiWait& wait) {
       if (parts.size() == 1) {

@@ -78,9 +78,10 @@ struct Communicator::Impl {
   // Runs a planned allreduce of one buffer (send may equal recv).
   void run_allreduce(comm::Context& ctx, const comm::AllreducePlan& plan, const void* send,
                      void* recv, size_t count, DataType type, ReduceOp op);
-  // Adasum of one buffer (comm::adasum_vhdd; through MPI, a gather and the combination here).
-  // REQUIRES: checked as an allreduce, size() > 1, count > 0.
-  void adasum(OpInfo& info, const void* send, void* recv, size_t count, DataType type);
+  // Adasum of each part, a tensor of its own, in one collective (comm::adasum_vhdd; through
+  // MPI, a gather and the combination here, part by part). REQUIRES: checked as an
+  // allreduce, size() > 1, some part not empty.
+  void adasum(OpInfo& info, const std::vector<BufferPart>& parts, DataType type);
   // A ring allgather / reduce-scatter's mode (comm::plan_ring), named in `info`.
   comm::RingMode ring_mode(comm::Context& ctx, OpInfo& info, size_t bytes);
   void fail(std::string_view reason) noexcept;  // reason: this rank's error, for its peers

@@ -10,10 +10,8 @@
 namespace chorus::engine {
 namespace {
 
-// Adasum combines each tensor as a vector of its own: never fused.
 bool fusible(const Response& a, const Response& b) {
-  return b.error.empty() && b.agreed.op == OpType::kAllreduce &&
-         a.agreed.reduce != ReduceOp::kAdasum && a.agreed.dtype == b.agreed.dtype &&
+  return b.error.empty() && b.agreed.op == OpType::kAllreduce && a.agreed.dtype == b.agreed.dtype &&
          a.agreed.reduce == b.agreed.reduce && a.agreed.prescale == b.agreed.prescale &&
          a.agreed.postscale == b.agreed.postscale && a.contributors == b.contributors &&
          a.divisor == b.divisor;
@@ -234,7 +232,17 @@ void Executor::allreduce_fused(const std::vector<const Response*>& group,
   }
   auto t1 = Clock::now();
   // fusible(): one comm_op for the whole group
-  comm_.allreduce(fusion_.data(), fusion_.data(), total / es, a.dtype, comm_op(*group[0]));
+  if (a.reduce == ReduceOp::kAdasum) {  // each tensor a vector of its own: parts of the buffer
+    parts_.clear();
+    off = 0;
+    for (const Response* r : group) {
+      parts_.push_back({fusion_.data() + off, fusion_.data() + off, r->agreed.bytes() / es});
+      off += r->agreed.bytes();
+    }
+    comm_.allreduce(parts_, a.dtype, ReduceOp::kAdasum);
+  } else {
+    comm_.allreduce(fusion_.data(), fusion_.data(), total / es, a.dtype, comm_op(*group[0]));
+  }
   auto t2 = Clock::now();
   off = 0;
   for (size_t i = 0; i < group.size(); ++i) {

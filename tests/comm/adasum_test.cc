@@ -106,6 +106,44 @@ TEST_P(AdasumTest, EveryFloatDtypeAndCountMatchesTheReference) {
   }
 }
 
+// Several tensors in one call (how the engine runs a fused group): each against its own
+// reference, every rank with the same bits.
+TEST_P(AdasumTest, EachPartIsCombinedOnItsOwn) {
+  const int p = group_->size();
+  const std::vector<size_t> counts = {13, 0, 1, 1000, 3};
+  for (DataType type : {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64}) {
+    SCOPED_TRACE(dtype_name(type));
+    const size_t es = dtype_size(type);
+    // buffers[r][i]: rank r's part i; in place for odd i.
+    std::vector<std::vector<std::vector<char>>> in(p), out(p);
+    std::vector<std::vector<Vector>> values(counts.size());
+    for (int r = 0; r < p; ++r) {
+      Random rng(7 * r + static_cast<int>(type));
+      for (size_t i = 0; i < counts.size(); ++i) {
+        in[r].emplace_back(counts[i] * es);
+        fill_random(type, ReduceOp::kSum, in[r][i].data(), counts[i], p, rng);
+        values[i].push_back(values_of(type, in[r][i], counts[i]));
+        out[r].push_back(i % 2 ? in[r][i] : std::vector<char>(counts[i] * es));
+      }
+    }
+    group_->run([&](int r, Communicator& comm) {
+      std::vector<BufferPart> parts;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        parts.push_back({i % 2 ? out[r][i].data() : in[r][i].data(), out[r][i].data(), counts[i]});
+      }
+      comm.allreduce(parts, type, ReduceOp::kAdasum);
+    });
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const Vector want = reference(values[i]), got = values_of(type, out[0][i], counts[i]);
+      for (size_t j = 0; j < counts[i]; ++j) {
+        ASSERT_NEAR(got[j], want[j], 1e-5 * p + 2 * unit_roundoff(type) * std::fabs(want[j]))
+            << "part " << i << " element " << j;
+      }
+      for (int r = 1; r < p; ++r) ASSERT_EQ(out[r][i], out[0][i]) << "part " << i << " rank " << r;
+    }
+  }
+}
+
 // Orthogonal tensors add up; equal ones stay as they are; each part of a multi-buffer call is
 // a tensor of its own.
 TEST_P(AdasumTest, OrthogonalTensorsAddUpAndEqualOnesAverage) {

@@ -344,8 +344,8 @@ TEST(EngineOps, ReduceOpsAndScaleFactors) {
 }
 
 // Adasum combines each tensor as a vector of its own, also when several are in flight at
-// once (fusing them would combine their concatenation): orthogonal tensors add up,
-// parallel ones average, and Adasum(2x) = 2 Adasum(x) carries the prescale.
+// once and fused: orthogonal tensors add up, parallel ones average, and Adasum(2x) =
+// 2 Adasum(x) carries the prescale.
 TEST(EngineOps, AdasumCombinesEachTensorOnItsOwn) {
   EngineGroup g(4);
   g.run([&](int r, Engine& e) {
@@ -376,6 +376,7 @@ TEST(EngineOps, AdasumCombinesEachTensorOnItsOwn) {
               }).find("reduce_scatter 'rs': Adasum runs in allreduce only"),
               std::string::npos);
   });
+  EXPECT_GT(g[0].stats().fused_tensors, 0u);  // "axis" and "along" ran as one collective
   EngineGroup three(3);
   three.run([&](int, Engine& e) {
     std::vector<float> x(2, 1.f);
