@@ -30,6 +30,7 @@ namespace {
 struct Dots {
   double ab = 0.0, aa = 0.0, bb = 0.0;
 };
+static_assert(sizeof(Dots) == 3 * sizeof(double), "group_sum sends Dots as doubles");
 
 // In eight lanes, added up in a fixed order at the end: eight independent chains of
 // additions instead of one (the sums' order is this function's, the same on every rank).
@@ -203,11 +204,13 @@ void adasum_vhdd(Context& ctx, const std::vector<BufferPart>& parts, DataType ty
     return;
   }
   auto* w = reinterpret_cast<float*>(ctx.ws.accumulator.get(n * sizeof(float)));
-  for (size_t i = 0; i < parts.size(); ++i)
+  for (size_t i = 0; i < parts.size(); ++i) {
     widen(type, parts[i].send, w + bounds[i], parts[i].count);
+  }
   vhdd(ctx, w, bounds);
-  for (size_t i = 0; i < parts.size(); ++i)
+  for (size_t i = 0; i < parts.size(); ++i) {
     narrow(type, w + bounds[i], parts[i].recv, parts[i].count);
+  }
 }
 
 void adasum_gathered(const void* gathered, void* recv, size_t count, int ranks, DataType type,
