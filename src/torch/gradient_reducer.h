@@ -44,6 +44,12 @@ class GradientReducer {
   // same order, with the same parameters in the same order.
   GradientReducer(std::vector<Param> params, DistributedOptimizerOptions options,
                   HookErrorHandler on_hook_error = nullptr);
+  // options.op kAdasum (Horovod's delta optimizer): a gradient's round runs `step_one`
+  // on its parameter (the wrapped optimizer's step on it alone), and what is reduced, with
+  // Adasum, is the change that step made; waiting sets the parameter to its value before the
+  // step plus the combined change. Set before the first backward; required with kAdasum.
+  using LocalStep = std::function<void(const at::Tensor& param)>;
+  void set_local_step(LocalStep step_one);
   // detach().
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;

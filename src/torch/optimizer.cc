@@ -36,6 +36,7 @@ struct Slot {
   bool submitted = false;  // reduction started this round (its own or its bucket's)
   bool sparse = false;     // its gradient was sparse this round: left to the caller
   at::Tensor wire;         // the buffer being reduced (the grad, or its float16 copy)
+  at::Tensor start;        // kAdasum: the parameter before its local step
   Handle handle;
   int bucket = -1;  // with gradient buckets: its bucket, and its grad's place in it
   at::Tensor view;
@@ -57,7 +58,8 @@ struct GradientReducer::State {
   mutable std::mutex mu;
   DistributedOptimizerOptions options;
   HookErrorHandler on_hook_error;
-  Engine* engine = nullptr;  // nullptr once detached
+  Engine* engine = nullptr;             // nullptr once detached
+  GradientReducer::LocalStep step_one;  // kAdasum
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;  // empty: every gradient reduced on its own
   Handle bucket_memory;         // alloc_shared in flight, until the first gradient
@@ -68,6 +70,7 @@ struct GradientReducer::State {
   void new_round();
   void start(Slot& slot);
   void submit(Slot& slot);
+  void submit_change(Slot& slot);
   void wait_all();
   void wait_all_quietly() noexcept;
 
@@ -173,7 +176,10 @@ void GradientReducer::State::start(Slot& slot) {
 // Buckets when gradients are averaged or summed as they are (no float16 copies) over
 // ranks that may share memory; whether they do is known when the memory arrives.
 void GradientReducer::State::request_buckets() {
-  if (options.bucket_bytes == 0 || options.fp16_compression || engine->size() < 2) return;
+  if (options.bucket_bytes == 0 || options.fp16_compression || engine->size() < 2 ||
+      options.op == ReduceOp::kAdasum) {
+    return;
+  }
   std::vector<detail::BucketParam> params;
   for (const Slot& slot : slots) {
     params.push_back({static_cast<size_t>(slot.param.numel()) * slot.param.element_size(),
@@ -246,6 +252,7 @@ void GradientReducer::State::submit(Slot& slot) {
   at::Tensor& grad = slot.param.mutable_grad();
   // A gradient this rank did not produce: zeros, so that every rank submits every name.
   if (!grad.defined()) grad = at::zeros_like(slot.param);
+  if (options.op == ReduceOp::kAdasum) return submit_change(slot);
   if (!grad.is_contiguous()) grad = grad.contiguous();
   const bool average = options.op == ReduceOp::kAverage;
   const double f = options.gradient_predivide_factor;
@@ -254,6 +261,25 @@ void GradientReducer::State::submit(Slot& slot) {
   slot.handle = engine->allreduce(slot.name, slot.wire.data_ptr(), slot.wire.data_ptr(),
                                   to_chorus_dtype(slot.wire.scalar_type()), slot.wire.sizes().vec(),
                                   options.op, average ? 1.0 / f : 1.0, average ? f : 1.0);
+  slot.submitted = true;
+}
+
+// kAdasum: the local step on the parameter alone, then the Adasum of the change, in place
+// in the parameter (or its float16 copy) until wait_all() puts start + change back.
+void GradientReducer::State::submit_change(Slot& slot) {
+  at::NoGradGuard no_grad;
+  CHORUS_CHECK_ARG(slot.param.is_contiguous(), "DistributedOptimizer with Adasum: parameter '",
+                   slot.name, "' is not contiguous");
+  if (!slot.start.defined()) slot.start = at::empty_like(slot.param);
+  slot.start.copy_(slot.param);
+  step_one(slot.param);
+  slot.param.sub_(slot.start);
+  slot.wire = options.fp16_compression && compressible(slot.param)
+                  ? slot.param.to(c10::ScalarType::Half)
+                  : slot.param;
+  slot.handle = engine->allreduce(slot.name, slot.wire.data_ptr(), slot.wire.data_ptr(),
+                                  to_chorus_dtype(slot.wire.scalar_type()), slot.wire.sizes().vec(),
+                                  ReduceOp::kAdasum);
   slot.submitted = true;
 }
 
@@ -269,8 +295,13 @@ void GradientReducer::State::wait_all() {
     Handle h = std::move(slot.handle);
     slot.handle = Handle();
     h.wait();
-    at::Tensor& grad = slot.param.mutable_grad();
-    if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // float16 back to the grad's dtype
+    if (options.op == ReduceOp::kAdasum) {
+      slot.start.add_(slot.wire);
+      slot.param.copy_(slot.start);
+    } else {
+      at::Tensor& grad = slot.param.mutable_grad();
+      if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // float16 back to the grad's dtype
+    }
     slot.wire.reset();
   }
 }
@@ -293,8 +324,9 @@ GradientReducer::GradientReducer(std::vector<Param> params, DistributedOptimizer
                                  HookErrorHandler on_hook_error)
     : state_(std::make_shared<State>()) {
   const DistributedOptimizerOptions& o = state_->options = std::move(options);
-  CHORUS_CHECK_ARG(o.op == ReduceOp::kAverage || o.op == ReduceOp::kSum,
-                   "DistributedOptimizer: op must be average or sum, got ", reduce_op_name(o.op));
+  CHORUS_CHECK_ARG(
+      o.op == ReduceOp::kAverage || o.op == ReduceOp::kSum || o.op == ReduceOp::kAdasum,
+      "DistributedOptimizer: op must be average, sum or adasum, got ", reduce_op_name(o.op));
   CHORUS_CHECK_ARG(o.backward_passes_per_step >= 1,
                    "DistributedOptimizer: backward_passes_per_step must be >= 1, got ",
                    o.backward_passes_per_step);
@@ -303,6 +335,11 @@ GradientReducer::GradientReducer(std::vector<Param> params, DistributedOptimizer
                    o.gradient_predivide_factor);
   state_->on_hook_error = std::move(on_hook_error);
   state_->engine = &detail::engine_or_default(o.engine);
+  const int ranks = state_->engine->size();
+  CHORUS_CHECK_ARG(o.op != ReduceOp::kAdasum || (ranks & (ranks - 1)) == 0,
+                   "DistributedOptimizer with Adasum needs a power-of-two number of ranks (it "
+                   "combines them pairwise), not ",
+                   ranks);
   for (Param& p : params) {
     CHORUS_CHECK_ARG(p.tensor.requires_grad() && p.tensor.is_leaf(),
                      "DistributedOptimizer: ", p.name, " is not a leaf tensor that requires grad");
@@ -407,6 +444,11 @@ bool GradientReducer::in_bucket(size_t i) {
 
 const DistributedOptimizerOptions& GradientReducer::options() const { return state_->options; }
 
+void GradientReducer::set_local_step(LocalStep step_one) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->step_one = std::move(step_one);
+}
+
 void GradientReducer::set_backward_passes_per_step(int passes) {
   CHORUS_CHECK_ARG(passes >= 1, "backward_passes_per_step must be >= 1, got ", passes);
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -444,6 +486,29 @@ std::vector<detail::GradientReducer::Param> reduced_params(
   return out;
 }
 
+// The optimizer's step on `param` alone: every group but its own emptied for the call, so
+// the step uses the parameter's group settings and state.
+void step_one(::torch::optim::Optimizer& optimizer, const at::Tensor& param) {
+  auto& groups = optimizer.param_groups();
+  std::vector<std::vector<at::Tensor>> stashed;
+  for (auto& group : groups) {
+    stashed.push_back(group.params());
+    bool mine = false;
+    for (const at::Tensor& p : group.params()) mine = mine || p.is_same(param);
+    group.params() = mine ? std::vector<at::Tensor>{param} : std::vector<at::Tensor>{};
+  }
+  auto restore = [&] {
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].params() = std::move(stashed[g]);
+  };
+  try {
+    optimizer.step();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
 }  // namespace
 
 DistributedOptimizer::DistributedOptimizer(
@@ -452,13 +517,22 @@ DistributedOptimizer::DistributedOptimizer(
     DistributedOptimizerOptions options)
     : optimizer_(optimizer),
       reducer_(std::make_unique<detail::GradientReducer>(
-          reduced_params(optimizer, &named_parameters), std::move(options))) {}
+          reduced_params(optimizer, &named_parameters), std::move(options))) {
+  set_local_step();
+}
 
 DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
                                            DistributedOptimizerOptions options)
     : optimizer_(optimizer),
       reducer_(std::make_unique<detail::GradientReducer>(reduced_params(optimizer, nullptr),
-                                                         std::move(options))) {}
+                                                         std::move(options))) {
+  set_local_step();
+}
+
+void DistributedOptimizer::set_local_step() {
+  if (options().op != ReduceOp::kAdasum) return;
+  reducer_->set_local_step([this](const at::Tensor& p) { step_one(optimizer_, p); });
+}
 
 DistributedOptimizer::~DistributedOptimizer() = default;
 
@@ -471,7 +545,7 @@ void DistributedOptimizer::synchronize() {
 
 void DistributedOptimizer::step() {
   synchronize();
-  optimizer_.step();
+  if (options().op != ReduceOp::kAdasum) optimizer_.step();  // Adasum: each hook stepped
   reducer_->next_round();
 }
 

@@ -2,8 +2,8 @@
 // the concatenated batch, with even shares and with BatchBalancer's;
 // backward_passes_per_step; fp16 error bound; sum and predivide; bit-identical replicas
 // after steps; zero_grad to none or to zeros; a parameter without gradient on one rank; a
-// sparse gradient as a clear error; parameter and optimizer-state broadcast (SGD momentum,
-// Adam).
+// sparse gradient as a clear error; Adasum (the delta optimizer); parameter and
+// optimizer-state broadcast (SGD momentum, Adam).
 // The optimizer's tests run on both of its paths: over TCP (each gradient reduced on its
 // own, fused by the engine) and over shared memory (gradient buckets, param.grad() views
 // into memory the ranks share, each bucket reduced in shared memory), with one bucket and
@@ -225,6 +225,85 @@ TEST_P(DistributedOptimizerTest, ReplicasBitIdenticalAfterEveryStep) {
             << "rank " << k << " differs from rank " << r << " after step " << step;
       }
     }
+  });
+}
+
+// Adasum, Horovod's delta optimizer: each rank steps on its own rows with its own momentum,
+// and each parameter becomes its start plus the Adasum of the ranks' changes, the same
+// bits on every rank. The reference replays both ranks' replicas and optimizers here.
+TEST(AdasumOptimizer, ParametersMoveByTheAdasumOfTheRanksSteps) {
+  const int steps = 3, rows = 5;
+  auto rows_of = [&](int step, int r) { return (step * 2 + r) * rows; };
+  auto sgd_options = ::torch::optim::SGDOptions(0.2).momentum(0.9);
+  std::vector<::torch::nn::Sequential> replica;
+  std::vector<std::unique_ptr<::torch::optim::SGD>> replica_sgd;
+  for (int r = 0; r < 2; ++r) {
+    replica.push_back(make_mlp(kHidden));
+    fill(*replica[r], 0.25);
+    replica_sgd.push_back(
+        std::make_unique<::torch::optim::SGD>(replica[r]->parameters(), sgd_options));
+  }
+  std::vector<::torch::Tensor> current;
+  for (const auto& p : replica[0]->parameters()) current.push_back(p.detach().to(::torch::kDouble));
+  std::vector<::torch::Tensor> want;  // the flat parameters after each step
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<::torch::Tensor>> change(2);
+    for (int r = 0; r < 2; ++r) {
+      ::torch::NoGradGuard no_grad;
+      auto params = replica[r]->parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(current[i]);
+    }
+    for (int r = 0; r < 2; ++r) {
+      replica_sgd[r]->zero_grad();
+      loss_of(replica[r], rows_of(step, r), rows_of(step, r) + rows).backward();
+      replica_sgd[r]->step();
+      auto params = replica[r]->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        change[r].push_back(params[i].detach().to(::torch::kDouble) - current[i]);
+      }
+    }
+    std::vector<::torch::Tensor> flat;
+    for (size_t i = 0; i < current.size(); ++i) {
+      const auto &a = change[0][i], &b = change[1][i];
+      const double ab = a.mul(b).sum().item<double>(), aa = a.mul(a).sum().item<double>(),
+                   bb = b.mul(b).sum().item<double>();
+      current[i] = current[i] + a * (1 - ab / (2 * aa)) + b * (1 - ab / (2 * bb));
+      flat.push_back(current[i].reshape(-1));
+    }
+    want.push_back(::torch::cat(flat));
+  }
+  EngineGroup g(2);
+  g.run([&](int r, Engine& e) {
+    auto m = make_mlp(kHidden);
+    fill(*m, 0.25);
+    ::torch::optim::SGD sgd(m->parameters(), sgd_options);
+    DistributedOptimizerOptions o;
+    o.engine = &e;
+    o.op = ReduceOp::kAdasum;
+    DistributedOptimizer opt(sgd, m->named_parameters(), o);
+    CollectiveOptions c;
+    c.engine = &e;
+    for (int step = 0; step < steps; ++step) {
+      opt.zero_grad();
+      loss_of(m, rows_of(step, r), rows_of(step, r) + rows).backward();
+      opt.step();
+      auto mine = flat_params(*m);
+      EXPECT_TRUE(mine.to(::torch::kDouble).allclose(want[step], 1e-5, 1e-6)) << "step " << step;
+      auto all = allgather(mine.unsqueeze(0), "check/" + std::to_string(step), c);
+      ASSERT_TRUE(all[0].equal(all[1])) << "replicas differ after step " << step;
+    }
+  });
+  EngineGroup three(3);
+  three.run([&](int, Engine& e) {
+    auto m = make_mlp(kHidden);
+    ::torch::optim::SGD sgd(m->parameters(), sgd_options);
+    DistributedOptimizerOptions o;
+    o.engine = &e;
+    o.op = ReduceOp::kAdasum;
+    EXPECT_NE(error_of<InvalidArgument>([&] { DistributedOptimizer opt(sgd, o); })
+                  .find("Adasum needs a power-of-two number of ranks (it combines them "
+                        "pairwise), not 3"),
+              std::string::npos);
   });
 }
 

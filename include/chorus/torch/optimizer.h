@@ -46,7 +46,13 @@ class GradientReducer;
 }
 
 struct DistributedOptimizerOptions {
-  // kAverage (default) or kSum over ranks; others are InvalidArgument.
+  // kAverage (default) or kSum over ranks, or kAdasum: Horovod's delta optimizer. With
+  // kAdasum each parameter's hook runs the wrapped optimizer's step on that parameter alone
+  // (this rank's gradient and state) and starts the Adasum of the change it made; step()
+  // (or synchronize()) waits and sets the parameter to its value before plus the combined
+  // change, the same bits on every rank; the wrapped step() is not called again. Needs a
+  // power-of-two number of ranks; no gradient buckets; fp16_compression applies to the
+  // changes. Others are InvalidArgument.
   ReduceOp op = ReduceOp::kAverage;
   // Send float32/float64 gradients as float16 on the wire (half the bytes; about 3
   // significant decimal digits, range +-65504). Reduced in float32 per addition.
@@ -103,6 +109,8 @@ class DistributedOptimizer {
   const DistributedOptimizerOptions& options() const;
 
  private:
+  void set_local_step();  // kAdasum: the reducer's per-parameter step
+
   ::torch::optim::Optimizer& optimizer_;
   std::unique_ptr<detail::GradientReducer> reducer_;  // the hooks, buckets and waits
 };
