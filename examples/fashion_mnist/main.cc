@@ -1,7 +1,9 @@
 // Fashion-MNIST, data-parallel: the multi-worker tutorial's model (Conv2D 32 3x3 relu ->
 // Flatten -> Dense 128 relu -> Dense 10, 2.77 M parameters) trained with SGD through
 // chorus::DistributedOptimizer. Per-worker batch 64 (global batch = 64 x workers), the
-// learning rate scaled by the number of workers unless --no-scale-lr.
+// learning rate scaled by the number of workers unless --no-scale-lr. --adasum combines
+// the workers' steps with Adasum (Horovod's delta optimizer, docs/torch.md) instead of
+// averaging gradients; the learning rate is then not scaled, as in Horovod's examples.
 //
 //   chorusrun -np 2 build/examples/fashion_mnist/fashion_mnist --epochs 3
 //
@@ -48,6 +50,7 @@ struct Args {
   bool skip_test = false;
   bool lockstep_only = false;  // no averaging, a barrier per step (a baseline, see above)
   bool balance = false;        // shares of the global batch by speed (see above)
+  bool adasum = false;         // ReduceOp::kAdasum: the delta optimizer
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -57,7 +60,7 @@ Args parse(int argc, char** argv) {
       "fashion_mnist",
       "[--epochs N] [--batch B] [--lr LR] [--momentum M] [--no-scale-lr] [--threads T]\n"
       "  [--max-steps S] [--warmup-steps W] [--fp16] [--bucket-bytes N] [--skip-test]\n"
-      "  [--data DIR] [--lockstep-only] [--balance]");
+      "  [--data DIR] [--lockstep-only] [--balance] [--adasum]");
   flags.add("--epochs", a.epochs)
       .add("--batch", a.batch)
       .add("--lr", a.lr)
@@ -71,12 +74,16 @@ Args parse(int argc, char** argv) {
       .add_switch("--skip-test", a.skip_test)
       .add_switch("--lockstep-only", a.lockstep_only)
       .add_switch("--balance", a.balance)
+      .add_switch("--adasum", a.adasum)
       .add("--data", a.data);
   flags.parse(argc, argv);
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1 || a.lr <= 0 || a.bucket_bytes < 0) {
     flags.fail("(values)");
   }
   if (a.balance && a.lockstep_only) flags.fail("--balance with --lockstep-only");
+  if (a.adasum && (a.balance || a.lockstep_only)) {
+    flags.fail("--adasum with --balance or --lockstep-only");
+  }
   return a;
 }
 
@@ -120,11 +127,12 @@ int main(int argc, char** argv) {
   torch::manual_seed(1234);
   FashionNet model;
   chorus::broadcast_parameters(*model, 0);
-  const double lr = args.no_scale_lr ? args.lr : args.lr * workers;
+  const double lr = args.no_scale_lr || args.adasum ? args.lr : args.lr * workers;
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(lr).momentum(args.momentum));
   chorus::DistributedOptimizerOptions opt_options;
   opt_options.fp16_compression = args.fp16;
   opt_options.bucket_bytes = static_cast<size_t>(args.bucket_bytes);
+  if (args.adasum) opt_options.op = chorus::ReduceOp::kAdasum;
   std::unique_ptr<chorus::DistributedOptimizer> averaging;
   if (!args.lockstep_only) {
     averaging =
@@ -143,12 +151,13 @@ int main(int argc, char** argv) {
   if (chief) {
     std::printf(
         "fashion_mnist: %d worker(s) on %d host(s), batch %lld per worker (global %lld), lr %g, "
-        "%lld steps/epoch, %d thread(s)/worker%s%s%s\n",
+        "%lld steps/epoch, %d thread(s)/worker%s%s%s%s\n",
         workers, chorus::cross_size(), static_cast<long long>(args.batch),
         static_cast<long long>(args.batch * workers), lr, static_cast<long long>(steps),
         args.threads, args.fp16 ? ", fp16 gradients" : "",
         args.lockstep_only ? ", lockstep only (no averaging)" : "",
-        args.balance ? ", shares balanced by speed" : "");
+        args.balance ? ", shares balanced by speed" : "",
+        args.adasum ? ", steps combined with Adasum" : "");
     std::fflush(stdout);
   }
 
