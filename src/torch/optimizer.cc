@@ -268,6 +268,7 @@ void GradientReducer::State::submit(Slot& slot) {
 // in the parameter (or its float16 copy) until wait_all() puts start + change back.
 void GradientReducer::State::submit_change(Slot& slot) {
   at::NoGradGuard no_grad;
+  CHORUS_CHECK_ARG(step_one != nullptr, "GradientReducer with Adasum: set_local_step() first");
   CHORUS_CHECK_ARG(slot.param.is_contiguous(), "DistributedOptimizer with Adasum: parameter '",
                    slot.name, "' is not contiguous");
   if (!slot.start.defined()) slot.start = at::empty_like(slot.param);
@@ -317,6 +318,17 @@ void GradientReducer::State::wait_all_quietly() noexcept {
       // Detaching: the engine is stopping or failed; the error was reported elsewhere.
     }
     *h = Handle();
+  }
+  if (options.op != ReduceOp::kAdasum) return;
+  // A parameter holding its change gets a value back: its value before the local step.
+  for (Slot& slot : slots) {
+    if (!slot.wire.defined()) continue;
+    try {
+      at::NoGradGuard no_grad;
+      slot.param.copy_(slot.start);
+    } catch (...) {
+    }
+    slot.wire.reset();
   }
 }
 

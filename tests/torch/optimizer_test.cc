@@ -280,18 +280,29 @@ TEST(AdasumOptimizer, ParametersMoveByTheAdasumOfTheRanksSteps) {
     DistributedOptimizerOptions o;
     o.engine = &e;
     o.op = ReduceOp::kAdasum;
-    DistributedOptimizer opt(sgd, m->named_parameters(), o);
     CollectiveOptions c;
     c.engine = &e;
-    for (int step = 0; step < steps; ++step) {
-      opt.zero_grad();
-      loss_of(m, rows_of(step, r), rows_of(step, r) + rows).backward();
-      opt.step();
-      auto mine = flat_params(*m);
-      EXPECT_TRUE(mine.to(::torch::kDouble).allclose(want[step], 1e-5, 1e-6)) << "step " << step;
-      auto all = allgather(mine.unsqueeze(0), "check/" + std::to_string(step), c);
-      ASSERT_TRUE(all[0].equal(all[1])) << "replicas differ after step " << step;
+    {
+      DistributedOptimizer opt(sgd, m->named_parameters(), o);
+      for (int step = 0; step < steps; ++step) {
+        opt.zero_grad();
+        loss_of(m, rows_of(step, r), rows_of(step, r) + rows).backward();
+        opt.step();
+        auto mine = flat_params(*m);
+        EXPECT_TRUE(mine.to(::torch::kDouble).allclose(want[step], 1e-5, 1e-6)) << step;
+        auto all = allgather(mine.unsqueeze(0), "check/" + std::to_string(step), c);
+        ASSERT_TRUE(all[0].equal(all[1])) << "replicas differ after step " << step;
+      }
     }
+    // Dropped between backward and step: every parameter is as it was before its local
+    // step, not its change.
+    const auto before = flat_params(*m);
+    {
+      DistributedOptimizer dropped(sgd, m->named_parameters(), o);
+      dropped.zero_grad();
+      loss_of(m, 0, rows).backward();
+    }
+    EXPECT_TRUE(flat_params(*m).equal(before));
   });
   EngineGroup three(3);
   three.run([&](int, Engine& e) {

@@ -52,7 +52,8 @@ struct DistributedOptimizerOptions {
   // (or synchronize()) waits and sets the parameter to its value before plus the combined
   // change, the same bits on every rank; the wrapped step() is not called again. Needs a
   // power-of-two number of ranks; no gradient buckets; fp16_compression applies to the
-  // changes. Others are InvalidArgument.
+  // changes. Destroyed between backward and step(), it leaves each parameter as it was
+  // before its local step. Others are InvalidArgument.
   ReduceOp op = ReduceOp::kAverage;
   // Send float32/float64 gradients as float16 on the wire (half the bytes; about 3
   // significant decimal digits, range +-65504). Reduced in float32 per addition.
