@@ -104,13 +104,13 @@ int64_t submit(PendingOp::Kind kind, int set_id, std::vector<std::string> names,
 // Horovod's errors for Adasum (the engine's ReduceOp::kAdasum), before anything is queued:
 // ValueError for a tensor that is not floating-point, NotImplementedError for a number of
 // ranks that is no power of 2.
-void check_adasum(const std::vector<at::Tensor>& tensors, int set_id) {
+void check_adasum(const std::vector<at::Tensor>& tensors, const ProcessSet& set) {
   for (const auto& t : tensors) {
     CHORUS_CHECK_ARG(at::isFloatingType(t.scalar_type()),
                      "chorus allreduce: Adasum needs floating-point tensors, got ",
                      c10::toString(t.scalar_type()));
   }
-  const int ranks = process_set_for_op(set_id)->size();
+  const int ranks = set.size();
   if ((ranks & (ranks - 1)) != 0) {
     PyErr_SetString(PyExc_NotImplementedError,
                     ("chorus runs Adasum on a power-of-2 number of ranks, as Horovod does; "
@@ -125,9 +125,9 @@ int64_t allreduce_async(at::Tensor tensor, const std::string& name, int op, doub
                         double postscale, int set_id, bool in_place) {
   ReduceOp reduce = reduce_op(op, true);
   check_input(tensor, "allreduce");
-  if (reduce == ReduceOp::kAdasum) check_adasum({tensor}, set_id);
   return submit(PendingOp::Kind::kTensor, set_id, held(name, {name}),
                 [&](ProcessSet& set, PendingOp& pending) {
+                  if (reduce == ReduceOp::kAdasum) check_adasum({tensor}, set);
                   auto o = options_for(set, reduce, prescale, postscale);
                   pending.tensors.push_back(in_place ? chorus::allreduce_async_(tensor, name, o)
                                                      : chorus::allreduce_async(tensor, name, o));
@@ -140,9 +140,9 @@ int64_t grouped_allreduce_async(std::vector<at::Tensor> tensors, const std::stri
   auto names =
       group_names(name, process_set_for_op(set_id)->engine(), "grouped_allreduce", tensors.size());
   ReduceOp reduce = reduce_op(op, true);
-  if (reduce == ReduceOp::kAdasum) check_adasum(tensors, set_id);
   return submit(
       PendingOp::Kind::kGroup, set_id, held(name, names), [&](ProcessSet& set, PendingOp& pending) {
+        if (reduce == ReduceOp::kAdasum) check_adasum(tensors, set);
         auto o = options_for(set, reduce, prescale, postscale);
         for (size_t i = 0; i < tensors.size(); ++i) {
           pending.tensors.push_back(in_place ? chorus::allreduce_async_(tensors[i], names[i], o)

@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -148,19 +149,36 @@ void vhdd(Context& ctx, W* w, const std::vector<size_t>& bounds) {
   }
 }
 
-// 16-bit floats are combined in float32 (their bits are rounded once, at the end).
-void widen(DataType type, const void* in, float* out, size_t n) {
-  const auto* h = static_cast<const uint16_t*>(in);
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = type == DataType::kFloat16 ? half_to_float(h[i]) : bfloat16_to_float(h[i]);
+// Into the working type W: float32 and float64 as they are, 16-bit floats widened to
+// float32 (their bits are rounded once, at the end, by from_working).
+template <typename W>
+void to_working(DataType type, const void* in, W* out, size_t n) {
+  if (n == 0) return;
+  if constexpr (std::is_same_v<W, float>) {
+    if (type != DataType::kFloat32) {
+      const auto* h = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = type == DataType::kFloat16 ? half_to_float(h[i]) : bfloat16_to_float(h[i]);
+      }
+      return;
+    }
   }
+  std::memcpy(out, in, n * sizeof(W));
 }
 
-void narrow(DataType type, const float* in, void* out, size_t n) {
-  auto* h = static_cast<uint16_t*>(out);
-  for (size_t i = 0; i < n; ++i) {
-    h[i] = type == DataType::kFloat16 ? float_to_half(in[i]) : float_to_bfloat16(in[i]);
+template <typename W>
+void from_working(DataType type, const W* in, void* out, size_t n) {
+  if (n == 0) return;
+  if constexpr (std::is_same_v<W, float>) {
+    if (type != DataType::kFloat32) {
+      auto* h = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; ++i) {
+        h[i] = type == DataType::kFloat16 ? float_to_half(in[i]) : float_to_bfloat16(in[i]);
+      }
+      return;
+    }
   }
+  std::memcpy(out, in, n * sizeof(W));
 }
 
 // The tree over `ranks` vectors of n elements laid end to end, into the first.
@@ -176,65 +194,50 @@ void combine_gathered(W* all, size_t n, int ranks) {
   }
 }
 
+// The parts laid end to end in `scratch` in the working type, combined, and put back.
+template <typename W>
+void vhdd_packed(Context& ctx, const std::vector<BufferPart>& parts,
+                 const std::vector<size_t>& bounds, DataType type) {
+  auto* w = reinterpret_cast<W*>(ctx.ws.staging.get(bounds.back() * sizeof(W)));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    to_working(type, parts[i].send, w + bounds[i], parts[i].count);
+  }
+  vhdd(ctx, w, bounds);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    from_working(type, w + bounds[i], parts[i].recv, parts[i].count);
+  }
+}
+
+template <typename W>
+void gathered_in(const void* gathered, void* recv, size_t count, int ranks, DataType type,
+                 Scratch& scratch) {
+  const size_t all = count * static_cast<size_t>(ranks);
+  auto* w = reinterpret_cast<W*>(scratch.get(all * sizeof(W)));
+  to_working(type, gathered, w, all);
+  combine_gathered(w, count, ranks);
+  from_working(type, w, recv, count);
+}
+
 }  // namespace
 
 void adasum_vhdd(Context& ctx, const std::vector<BufferPart>& parts, DataType type) {
   std::vector<size_t> bounds{0};
   for (const BufferPart& part : parts) bounds.push_back(bounds.back() + part.count);
-  const size_t n = bounds.back(), es = dtype_size(type);
   if (parts.size() == 1 && (type == DataType::kFloat32 || type == DataType::kFloat64)) {
-    const BufferPart& part = parts[0];  // in the caller's buffer
-    if (part.send != part.recv) std::memcpy(part.recv, part.send, n * es);
+    const BufferPart& part = parts[0];  // in the caller's buffer, no packing
+    if (part.send != part.recv) std::memcpy(part.recv, part.send, part.count * dtype_size(type));
     if (type == DataType::kFloat32) return vhdd(ctx, static_cast<float*>(part.recv), bounds);
     return vhdd(ctx, static_cast<double*>(part.recv), bounds);
   }
-  if (type == DataType::kFloat32 || type == DataType::kFloat64) {  // packed, then unpacked
-    char* w = ctx.ws.staging.get(n * es);
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (parts[i].count > 0) std::memcpy(w + bounds[i] * es, parts[i].send, parts[i].count * es);
-    }
-    if (type == DataType::kFloat32) {
-      vhdd(ctx, reinterpret_cast<float*>(w), bounds);
-    } else {
-      vhdd(ctx, reinterpret_cast<double*>(w), bounds);
-    }
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (parts[i].count > 0) std::memcpy(parts[i].recv, w + bounds[i] * es, parts[i].count * es);
-    }
-    return;
-  }
-  auto* w = reinterpret_cast<float*>(ctx.ws.accumulator.get(n * sizeof(float)));
-  for (size_t i = 0; i < parts.size(); ++i) {
-    widen(type, parts[i].send, w + bounds[i], parts[i].count);
-  }
-  vhdd(ctx, w, bounds);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    narrow(type, w + bounds[i], parts[i].recv, parts[i].count);
-  }
+  if (type == DataType::kFloat64) return vhdd_packed<double>(ctx, parts, bounds, type);
+  vhdd_packed<float>(ctx, parts, bounds, type);
 }
 
 void adasum_gathered(const void* gathered, void* recv, size_t count, int ranks, DataType type,
                      Scratch& scratch) {
-  const size_t all = count * static_cast<size_t>(ranks);
-  if (type == DataType::kFloat64) {
-    auto* w = reinterpret_cast<double*>(scratch.get(all * sizeof(double)));
-    std::memcpy(w, gathered, all * sizeof(double));
-    combine_gathered(w, count, ranks);
-    std::memcpy(recv, w, count * sizeof(double));
-    return;
-  }
-  auto* w = reinterpret_cast<float*>(scratch.get(all * sizeof(float)));
-  if (type == DataType::kFloat32) {
-    std::memcpy(w, gathered, all * sizeof(float));
-  } else {
-    widen(type, gathered, w, all);
-  }
-  combine_gathered(w, count, ranks);
-  if (type == DataType::kFloat32) {
-    std::memcpy(recv, w, count * sizeof(float));
-  } else {
-    narrow(type, w, recv, count);
-  }
+  if (type == DataType::kFloat64)
+    return gathered_in<double>(gathered, recv, count, ranks, type, scratch);
+  gathered_in<float>(gathered, recv, count, ranks, type, scratch);
 }
 
 }  // namespace chorus::comm

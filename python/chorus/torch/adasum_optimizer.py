@@ -12,6 +12,7 @@ the same bits on every rank.
 
 import torch
 
+from chorus.torch._hooks import TOO_MANY_BACKWARD_PASSES, hook_accumulator
 from chorus.torch.ops import Adasum, allreduce_async_, synchronize
 
 
@@ -39,17 +40,12 @@ class _DeltaOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.requires_grad:
                     self._requires_update.append(p)
-                    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-                    accumulator.register_hook(self._make_hook(p))
-                    self._grad_accs.append(accumulator)  # keeps the hook alive
+                    self._grad_accs.append(hook_accumulator(p, self._make_hook(p)))
 
     def _make_hook(self, p):
         def hook(*ignored):
             if p in self._handles and self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times before "
-                    "call to step(). Increase backward_passes_per_step to accumulate "
-                    "gradients locally.")
+                raise AssertionError(TOO_MANY_BACKWARD_PASSES)
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
                 self._handles[p] = self._combine_delta_async(p)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import torch
 
 from chorus.torch import _ops
+from chorus.torch._hooks import TOO_MANY_BACKWARD_PASSES, hook_accumulator
 from chorus.torch.adasum_optimizer import delta_optimizer
 from chorus.torch.compression import Compression
 from chorus.torch.ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
@@ -179,18 +180,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._form_groups(params)
         for p in params:
             self._requires_update.add(p)
-            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-            accumulator.register_hook(self._make_hook(p))
-            self._grad_accs.append(accumulator)  # the hook lives as long as the accumulator
+            self._grad_accs.append(hook_accumulator(p, self._make_hook(p)))
 
     def _make_hook(self, p):
         def hook(*ignored):
             if p in self._handles and self._handles[p][0] is not None:
                 if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
+                    raise AssertionError(TOO_MANY_BACKWARD_PASSES)
             assert not p.grad.requires_grad
             assert self._allreduce_delay[p] > 0
             self._allreduce_delay[p] -= 1
